@@ -1,0 +1,1 @@
+"""PopEF container: format constants, writer, reader and the popef_dump tool."""
