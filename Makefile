@@ -1,0 +1,40 @@
+# Two commands do everything on a fresh machine (Python 3.11, g++, pip reachable):
+#   make demo   - create .venv, install pinned dependencies and the package, run the examples
+#   make test   - same set-up, then the whole test suite
+PYTHON ?= python3.11
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(VENV)/bin/pip
+STAMP  := $(VENV)/.deps-stamp
+
+.PHONY: all venv build demo test test-fast bench clean
+
+all: build
+
+$(PY):
+	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+
+# Dependencies are reinstalled only when a requirements file changes.
+$(STAMP): $(PY) requirements.txt requirements-build.txt requirements-test.txt
+	$(PIP) install --quiet -r requirements-build.txt -r requirements-test.txt
+	touch $@
+
+venv: $(STAMP)
+
+# CMake build of the C++ runtime (incremental), then an editable install of the package.
+build: $(STAMP)
+	$(PY) setup.py --quiet build_ext --inplace
+	@$(PIP) show --quiet tf-popef >/dev/null 2>&1 || $(PIP) install --quiet --no-build-isolation --no-deps -e .
+
+demo: build
+	cd examples/dynamic_batch_size && ../../$(PY) dynamic_batch_size.py
+
+test: build
+	$(PY) -m pytest -q tests
+
+bench: build
+	$(PY) benchmarks/bench_mlp.py
+
+clean:
+	rm -rf build tf_popef_op/lib tf_popef_op/runtime/_runtime*.so *.egg-info

@@ -1,0 +1,31 @@
+"""Shared helpers for end-to-end tests: compile with the compiler, run on the emulator runtime,
+compare with onnxruntime (the oracle)."""
+import copy
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+from compiler import Compiler
+from compiler.converter import Converter
+from tf_popef_op.runtime import ModelRunner, RuntimeConfig
+
+
+def run_onnxruntime(model: onnx.ModelProto, inputs: dict) -> dict:
+    oracle = copy.deepcopy(model)
+    oracle.ir_version = min(oracle.ir_version, 8)  # onnxruntime 1.31 reads IR <= 13
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(oracle.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    return dict(zip(names, session.run(names, inputs)))
+
+
+def compile_and_run(model: onnx.ModelProto, inputs: dict, precision: str = "fp32", config=None) -> dict:
+    converted = Converter(precision=precision).convert(model)
+    executable = Compiler.compile(converted.SerializeToString(), [o.name for o in converted.graph.output])
+    runner = ModelRunner(executable, config or RuntimeConfig())
+    feed = {}
+    for desc in runner.get_execute_inputs():
+        feed[desc.name] = inputs[desc.name].astype(desc.numpy_data_type())
+    return runner.execute(feed)
