@@ -1,17 +1,21 @@
-"""Small helpers PopRT scripts import (`from poprt.utils import get_logger`)."""
+"""Small helpers PopRT scripts import from `poprt.utils` (ported as `compiler.utils`)."""
 import logging
-import os
+from typing import Optional, Union
 
-_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+_LOGGER_NAME = "compiler"
 
 
-def get_logger(name: str = "tf_popef") -> logging.Logger:
-    """A logger whose level follows the TF_POPEF_LOG_LEVEL environment variable (default WARNING)."""
-    logger = logging.getLogger(name)
-    if not logger.handlers:
+def get_logger(name: Optional[str] = None, level: Union[int, str, None] = None) -> logging.Logger:
+    """The compiler's logger (or a child of it). Messages go to stderr once a level is set,
+    so library use stays silent by default while scripts can turn logging on."""
+    logger = logging.getLogger(_LOGGER_NAME if not name else f"{_LOGGER_NAME}.{name}")
+    root = logging.getLogger(_LOGGER_NAME)
+    if not root.handlers:
         handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter(_FORMAT))
-        logger.addHandler(handler)
-        logger.setLevel(os.environ.get("TF_POPEF_LOG_LEVEL", "WARNING").upper())
-        logger.propagate = False
+        handler.setFormatter(logging.Formatter("[%(levelname)s] %(name)s: %(message)s"))
+        root.addHandler(handler)
+        root.setLevel(logging.WARNING)
+        root.propagate = False
+    if level is not None:
+        logger.setLevel(level.upper() if isinstance(level, str) else level)
     return logger

@@ -1,0 +1,136 @@
+"""The CLI's settings: PopRT's flag names, their defaults, and reading/merging them from a
+single-model YAML file (keys = flag names without `--`; command-line flags override YAML)."""
+import os
+import re
+from typing import Any, Dict, List
+
+import yaml
+
+from compiler.errors import ConfigError
+
+_SHAPE_RE = re.compile(r"^\s*([^=\s]+)\s*=\s*(\d+(?:\s*,\s*\d+)*)?\s*$")
+
+
+def parse_input_shapes(items: List[str], where: str = "--input_shape") -> Dict[str, List[int]]:
+    """['X=1,2', 'Y=3'] -> {'X': [1, 2], 'Y': [3]} ("X=" is a scalar)."""
+    shapes: Dict[str, List[int]] = {}
+    for item in items:
+        match = _SHAPE_RE.match(str(item))
+        if not match:
+            raise ConfigError(f"bad {where} '{item}': expected NAME=d0,d1,... (e.g. X=4,2)")
+        name, dims = match.group(1), match.group(2)
+        if name in shapes:
+            raise ConfigError(f"{where} gives input '{name}' twice")
+        shapes[name] = [int(d) for d in dims.split(",")] if dims else []
+    return shapes
+
+
+def _shape_items(value, where) -> List[str]:
+    if isinstance(value, str):
+        return value.split()
+    if isinstance(value, dict):  # {X: [1, 2]} or {X: "1,2"}
+        items = []
+        for name, dims in value.items():
+            if isinstance(dims, (list, tuple)) and all(isinstance(d, int) and not isinstance(d, bool) for d in dims):
+                items.append(f"{name}=" + ",".join(str(d) for d in dims))
+            elif isinstance(dims, str):
+                items.append(f"{name}={dims}")
+            else:
+                raise ConfigError(f"{where}: input_shape for '{name}' must be a list of integers, got {dims!r}")
+        return items
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise ConfigError(f"{where}: input_shape must be a list of 'NAME=d0,d1,...' strings, got {value!r}")
+
+
+def _names(value, where, key) -> List[str]:
+    if isinstance(value, str):
+        return [n.strip() for n in value.split(",") if n.strip()]
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return [n.strip() for v in value for n in v.split(",") if n.strip()]
+    raise ConfigError(f"{where}: {key} must be a comma-separated string or a list of pass names, got {value!r}")
+
+
+def _int(value, where, key, minimum=None):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{where}: {key} must be an integer, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ConfigError(f"{where}: {key} must be >= {minimum}, got {value}")
+    return value
+
+
+def _choice(*allowed):
+    def check(value, where, key):
+        if value not in allowed:
+            raise ConfigError(f"{where}: {key} must be one of {', '.join(allowed)}, got {value!r}")
+        return value
+    return check
+
+
+def _bool(value, where, key):
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where}: {key} must be true or false, got {value!r}")
+    return value
+
+
+def _str(value, where, key):
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{where}: {key} must be a non-empty string, got {value!r}")
+    return value
+
+
+# key -> (default, normalizer(value, where, key)); the YAML keys and the flag names.
+SETTINGS: Dict[str, Any] = {
+    "input_model": (None, _str),
+    "input_shape": ({}, lambda v, w, k: parse_input_shapes(_shape_items(v, w), f"{w}: input_shape")),
+    "precision": ("fp32", _choice("fp32", "fp16")),
+    "output_dir": ("./", _str),
+    "output_model": ("executable", _str),
+    "export_popef": (False, _bool),
+    "max_tensor_size": (-1, lambda v, w, k: _int(v, w, k, minimum=-1)),
+    "ipu_version": ("ipu2", _choice("ipu2", "ipu21")),
+    "batch_size": (None, lambda v, w, k: None if v is None else _int(v, w, k, minimum=1)),
+    "batch_axis": (0, lambda v, w, k: _int(v, w, k, minimum=0)),
+    "convert_version": (None, lambda v, w, k: None if v is None else _int(v, w, k, minimum=1)),
+    "passes": ([], _names),
+    "skip_passes": ([], _names),
+    "run": (False, _bool),
+}
+PATH_KEYS = ("input_model", "output_dir")
+
+
+def defaults() -> Dict[str, Any]:
+    return {key: (dict(d) if isinstance(d, dict) else list(d) if isinstance(d, list) else d)
+            for key, (d, _) in SETTINGS.items()}
+
+
+def normalize(key: str, value, where: str):
+    return SETTINGS[key][1](value, where, key)
+
+
+def read_yaml(path: str) -> Dict[str, Any]:
+    """Settings from a single-model YAML file, paths resolved against the file's folder."""
+    if not os.path.isfile(path):
+        raise ConfigError(f"{path}: config file not found")
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of settings at the top level, got {type(data).__name__}")
+    if "model_fusion" in data:
+        raise ConfigError(f"{path}: model fusion is not supported yet (key 'model_fusion'); compile one model "
+                          f"per configuration")
+    settings = {}
+    folder = os.path.dirname(os.path.abspath(path))
+    for key, value in data.items():
+        if key not in SETTINGS:
+            raise ConfigError(f"{path}: unknown key '{key}'; valid keys: {', '.join(SETTINGS)}")
+        value = normalize(key, value, path)
+        if key in PATH_KEYS and value is not None and not os.path.isabs(value):
+            value = os.path.normpath(os.path.join(folder, value))
+        settings[key] = value
+    return settings

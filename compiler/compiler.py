@@ -1,0 +1,76 @@
+"""PopRT's Compiler: ONNX model -> Executable (PopEF bytes).
+
+Compiler.compile runs the default converter pipeline first (shape inference, constant folding,
+checks...), so an unconverted model compiles too; the passes are idempotent, so a model already
+converted by Converter is unchanged by it (precision is left as it is).
+"""
+from typing import Optional, Sequence
+
+import onnx
+from onnx import helper
+
+from compiler.converter import Converter
+from compiler.errors import CompileError
+from compiler.executable import Executable
+from compiler.lowering import lower_model
+from compiler.onnx_graph.model_io import ModelSource, load_model
+from compiler.onnx_graph.tensor_types import infer_types
+from compiler.options import CompilerOptions
+
+
+class Compiler:
+    @staticmethod
+    def compile(model: ModelSource, outputs: Optional[Sequence[str]] = None,
+                options: Optional[CompilerOptions] = None) -> Executable:
+        """model: ONNX bytes, a ModelProto or a file path; outputs: the tensors to return (the
+        graph's outputs when None)."""
+        options = (options if options is not None else CompilerOptions()).validate()
+        model, name = load_model(model)
+        model = select_outputs(model, outputs, name)
+        converter = Converter(batch_size=options.batch_size, batch_axis=options.batch_axis,
+                              max_tensor_size=options.max_tensor_size, model_name=name)
+        converted = converter.convert(model)
+        return compile_converted(converted, options, name, converter.passes_run, converter.options)
+
+
+def compile_converted(model: onnx.ModelProto, options: CompilerOptions, model_name: str = "<model>",
+                      passes_run: Sequence[str] = (), converter_options: Optional[dict] = None) -> Executable:
+    """Lowers an already converted model (the CLI runs its own converter pipeline)."""
+    lowered = lower_model(model, options.validate(), model_name, passes_run, converter_options)
+    return Executable(lowered.popef.data)
+
+
+def select_outputs(model: onnx.ModelProto, outputs: Optional[Sequence[str]], model_name: str) -> onnx.ModelProto:
+    """Makes `outputs` the graph's outputs (any tensor of the graph may be chosen)."""
+    if outputs is None:
+        return model
+    if isinstance(outputs, str):
+        outputs = [outputs]
+    outputs = list(outputs)
+    current = [o.name for o in model.graph.output]
+    if outputs == current:
+        return model
+    if not outputs:
+        raise CompileError(f"{model_name}: no outputs requested; the model's outputs are {', '.join(current)}")
+    graph = model.graph
+    known = ({i.name for i in graph.input} | {t.name for t in graph.initializer}
+             | {out for n in graph.node for out in n.output if out})
+    unknown = [o for o in outputs if o not in known]
+    if unknown:
+        raise CompileError(f"{model_name}: requested output(s) {', '.join(unknown)} are not tensors of the model; "
+                           f"its outputs are {', '.join(current) or '(none)'}")
+    declared = {o.name: o for o in graph.output}
+    types = None
+    new_outputs = []
+    for name in outputs:
+        if name in declared:
+            new_outputs.append(declared[name])
+            continue
+        types = types or infer_types(model, model_name=model_name).types
+        t = types.get(name)
+        if t is None:
+            raise CompileError(f"{model_name}: cannot determine the type of requested output '{name}'")
+        new_outputs.append(helper.make_tensor_value_info(name, t.elem_type, None))
+    del graph.output[:]
+    graph.output.extend(new_outputs)
+    return model

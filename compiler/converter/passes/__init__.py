@@ -1,0 +1,7 @@
+"""Every converter pass module; importing this package registers them all. Their order here is
+alphabetical; the default pipeline order is in compiler/converter/pipeline.py."""
+from compiler.converter.passes import (  # noqa: F401
+    const_batch_size, constant_folding, dead_code_elimination, eliminate_identity, eliminate_nop_cast,
+    eliminate_nop_reshape, eliminate_nop_transpose, eliminate_unused_initializers, final_check,
+    float_to_half, fuse_consecutive_transposes, input_shape_override, shape_inference, sort_graph,
+)

@@ -1,0 +1,56 @@
+"""The default pass pipeline (the one place its order is written) and the pass manager."""
+from typing import List, Optional, Sequence
+
+import onnx
+
+from compiler.converter.context import PassContext
+from compiler.converter.pass_registry import get_pass
+
+DEFAULT_PIPELINE: List[str] = [
+    "input_shape_override",          # --input_shape
+    "const_batch_size",              # --batch_size
+    "constant_folding",              # also folds Shape/Size of static tensors
+    "float_to_half",                 # --precision fp16; after folding so constants fold in fp32
+    "eliminate_identity",
+    "eliminate_nop_cast",
+    "eliminate_nop_reshape",
+    "fuse_consecutive_transposes",
+    "eliminate_nop_transpose",       # after fusion: two transposes may compose to identity
+    "dead_code_elimination",
+    "eliminate_unused_initializers",
+    "shape_inference",               # strict; every runtime tensor must now be static
+    "sort_graph",
+    "final_check",
+]
+
+_MAX_REPEATS = 10
+
+
+def resolve_pipeline(used_passes: Optional[Sequence[str]] = None,
+                     skip_passes: Optional[Sequence[str]] = None) -> List[str]:
+    """used_passes (run only these, in this order) or the default pipeline, minus skip_passes.
+    Unknown names raise UnknownPassError listing the known ones."""
+    names = list(used_passes) if used_passes else list(DEFAULT_PIPELINE)
+    skip = list(skip_passes or [])
+    for name in names + skip:
+        get_pass(name)
+    return [n for n in names if n not in skip]
+
+
+def _fingerprint(model: onnx.ModelProto):
+    g = model.graph
+    return (tuple((n.op_type, tuple(n.input), tuple(n.output)) for n in g.node),
+            tuple(t.name for t in g.initializer))
+
+
+def run_passes(model: onnx.ModelProto, names: Sequence[str], ctx: PassContext) -> onnx.ModelProto:
+    for name in names:
+        info = get_pass(name)
+        ctx.logger.debug("running pass %s", name)
+        for _ in range(1 if info.idempotent else _MAX_REPEATS):
+            before = _fingerprint(model)
+            model = info.run(model, ctx)
+            if _fingerprint(model) == before:
+                break
+        ctx.passes_run.append(name)
+    return model

@@ -1,0 +1,50 @@
+"""A compiled model: the PopEF bytes plus their parsed Metadata and Executable JSON. The runtime's
+ModelRunner accepts it directly (it only calls `to_bytes()`)."""
+import os
+from typing import Dict, List, Union
+
+from compiler.popef.reader import PopefFile
+
+
+class Executable:
+    def __init__(self, data: Union[bytes, bytearray], source: str = "<memory>"):
+        self._data = bytes(data)
+        popef = PopefFile(self._data, source)  # validates: the bytes must read back
+        self.metadata: dict = popef.metadata
+        self.executable: dict = popef.executable
+        self.opaques: Dict[str, bytes] = popef.opaques
+
+    @classmethod
+    def load(cls, path: Union[str, os.PathLike]) -> "Executable":
+        path = os.fspath(path)
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"{path}: PopEF file not found")
+        with open(path, "rb") as f:
+            return cls(f.read(), path)
+
+    def to_bytes(self) -> bytes:
+        return self._data
+
+    def save(self, path: Union[str, os.PathLike]) -> None:
+        """Writes atomically (temp file + rename): a crash never leaves half a PopEF."""
+        path = os.fspath(path)
+        tmp = f"{path}.tmp{os.getpid()}"
+        with open(tmp, "wb") as f:
+            f.write(self._data)
+        os.replace(tmp, path)
+
+    def anchors(self, direction: str = None) -> List[dict]:
+        return [a for a in self.metadata["anchors"] if direction is None or a["direction"] == direction]
+
+    @property
+    def weights_bytes(self) -> int:
+        return int(self.metadata["device_memory"]["weights_bytes"])
+
+    @property
+    def arena_bytes(self) -> int:
+        return int(self.metadata["device_memory"]["arena_bytes"])
+
+    def __repr__(self) -> str:
+        names = lambda d: ", ".join(a["name"] for a in self.anchors(d))  # noqa: E731
+        return (f"Executable({self.metadata['ipu_version']}, inputs [{names('input')}], outputs "
+                f"[{names('output')}], {len(self._data):,} bytes)")

@@ -1,0 +1,104 @@
+"""LoweredGraphs + their arena plans + the WeightStore -> the PopEF Metadata and Executable JSON
+(docs/popef.md §2, §3) and the file's blobs.
+
+One subgraph: `main` holds its steps and the subgraph's program is "main". Several subgraphs
+(model fusion): each runs as its own program, named after the subgraph, and `main` is a single
+Switch step on the `index` input anchor. Tensor ids are global; the arena is shared by the
+subgraphs (one runs at a time), so its size is the largest plan.
+"""
+import dataclasses
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from compiler.lowering.ir import LoweredGraph
+from compiler.lowering.memory_plan import ArenaPlan
+from compiler.lowering.weights import WeightStore
+from compiler.popef.format import BlobType
+from compiler.popef.writer import encode_popef, json_payload
+from compiler.version import PRODUCER
+
+
+@dataclasses.dataclass(frozen=True)
+class IndexAnchor:
+    """The input anchor selecting the subgraph of a fused executable."""
+    name: str
+    dtype: str
+    shape: Tuple[int, ...]
+
+
+@dataclasses.dataclass
+class EmittedPopef:
+    metadata: dict
+    executable: dict
+    data: bytes
+
+
+def emit_popef(subgraphs: Sequence[LoweredGraph], plans: Sequence[ArenaPlan], weights: WeightStore,
+               ipu_version: str, num_ipus: int, opaques: Optional[Dict[str, object]] = None,
+               index_anchor: Optional[IndexAnchor] = None) -> EmittedPopef:
+    assert subgraphs and len(subgraphs) == len(plans)
+    fused = len(subgraphs) > 1
+    if fused and index_anchor is None:
+        raise ValueError("several subgraphs need an index anchor to select one")
+    arena_bytes = max(p.size for p in plans)
+    tensors: List[dict] = []
+    programs: Dict[str, list] = {"load": [{"op": "LoadTensorData", "tensor_data": w.name, "offset": w.offset,
+                                           "nbytes": w.nbytes} for w in weights.entries]}
+    subgraph_table, anchors = [], []
+    if fused:
+        programs["main"] = [{"op": "Switch", "index_anchor": index_anchor.name,
+                             "cases": [g.name for g in subgraphs]}]
+        anchors.append({"name": index_anchor.name, "dtype": index_anchor.dtype, "shape": list(index_anchor.shape),
+                        "direction": "input", "subgraph": None, "batch_axis": -1, "aliases": []})
+    for index, (graph, plan) in enumerate(zip(subgraphs, plans)):
+        ids = {}
+        for t in graph.tensors.values():
+            entry = {"id": len(tensors), "name": t.name, "dtype": t.dtype, "shape": list(t.shape), "storage": t.storage}
+            if t.storage in ("input", "output"):
+                entry["anchor"] = t.anchor
+            elif t.storage == "weight":
+                entry["offset"] = weights.get(t.weight_key).offset
+            else:
+                entry["offset"] = plan.offsets[t.name]
+            ids[t.name] = entry["id"]
+            tensors.append(entry)
+        program = graph.name if fused else "main"
+        programs[program] = [{"op": s.op, "name": s.name, "inputs": [ids[n] for n in s.inputs],
+                              "outputs": [ids[n] for n in s.outputs], "attrs": s.attrs} for s in graph.steps]
+        subgraph_table.append({"index": index, "name": graph.name, "program": program,
+                               "batch_size": graph.batch_size, "batch_axis": graph.batch_axis,
+                               "inputs": list(graph.inputs), "outputs": list(graph.outputs)})
+        for storage, direction in (("input", "input"), ("output", "output")):
+            for t in graph.anchor_tensors(storage):
+                anchors.append({"name": t.anchor, "dtype": t.dtype, "shape": list(t.shape), "direction": direction,
+                                "subgraph": index, "batch_axis": graph.anchor_batch_axis(t),
+                                "aliases": list(t.aliases)})
+    programs["save"] = []
+    _order_anchors(anchors, subgraphs)
+    executable = {"version": 1, "weights_bytes": weights.size, "arena_bytes": arena_bytes, "tensors": tensors,
+                  "programs": programs, "subgraphs": subgraph_table}
+    metadata = {
+        "producer": PRODUCER, "ipu_version": ipu_version, "num_ipus": num_ipus, "replication_factor": 1,
+        "is_inference": True, "batch_size": subgraphs[0].batch_size, "batch_axis": subgraphs[0].batch_axis,
+        "anchors": anchors, "program_flow": {"load": ["load"], "main": ["main"], "save": ["save"]},
+        "tensor_data": [{"name": w.name, "dtype": w.dtype, "shape": list(w.shape), "nbytes": w.nbytes}
+                        for w in weights.entries],
+        "device_memory": {"weights_bytes": weights.size, "arena_bytes": arena_bytes,
+                          "total_bytes": weights.size + arena_bytes},
+    }
+    blobs = [(BlobType.METADATA, "metadata", json_payload(metadata)),
+             (BlobType.EXECUTABLE, "executable", json_payload(executable))]
+    blobs += [(BlobType.TENSOR_DATA, w.name, w.data.tobytes()) for w in weights.entries]
+    blobs += [(BlobType.OPAQUE, name, json_payload(content)) for name, content in (opaques or {}).items()]
+    return EmittedPopef(metadata, executable, encode_popef(blobs))
+
+
+def _order_anchors(anchors: List[dict], subgraphs: Sequence[LoweredGraph]) -> None:
+    """Anchors in the ONNX graphs' input then output order (tensor creation order follows the
+    schedule, not the declaration order of graph outputs)."""
+    rank = {}
+    for index, graph in enumerate(subgraphs):
+        for pos, name in enumerate(graph.inputs):
+            rank[("input", index, name)] = (index, 0, pos)
+        for pos, name in enumerate(graph.outputs):
+            rank[("output", index, name)] = (index, 1, pos)
+    anchors.sort(key=lambda a: (-1, 0, 0) if a["subgraph"] is None else rank[(a["direction"], a["subgraph"], a["name"])])

@@ -1,0 +1,41 @@
+"""Lowering rules by ONNX op type (default domain). A rule is `(NodeContext) -> KernelCall`;
+adding an op = one rule function with @lowering_rule("Op") in a module imported by
+compiler/lowering/rules/__init__.py."""
+import importlib
+from typing import Callable, Dict, List
+
+import onnx
+
+from compiler.errors import UnsupportedOpError
+from compiler.lowering.rule_context import KernelCall, NodeContext
+
+Rule = Callable[[NodeContext], KernelCall]
+_RULES: Dict[str, Rule] = {}
+
+
+def lowering_rule(*op_types: str):
+    def decorate(fn: Rule) -> Rule:
+        for op in op_types:
+            if op in _RULES:
+                raise ValueError(f"lowering rule for '{op}' registered twice")
+            _RULES[op] = fn
+        return fn
+    return decorate
+
+
+def _load_rules() -> None:
+    importlib.import_module("compiler.lowering.rules")
+
+
+def supported_ops() -> List[str]:
+    _load_rules()
+    return sorted(_RULES)
+
+
+def find_rule(node: onnx.NodeProto, model_name: str = "<model>") -> Rule:
+    _load_rules()
+    if node.domain in ("", "ai.onnx") and node.op_type in _RULES:
+        return _RULES[node.op_type]
+    op = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"
+    raise UnsupportedOpError(f"{model_name}: unsupported op '{op}' (node '{node.name}'); the emulator supports "
+                             f"{', '.join(supported_ops())}")

@@ -1,0 +1,12 @@
+from compiler.lowering.rule_context import KernelCall, NodeContext
+from compiler.lowering.rule_registry import lowering_rule
+
+NUMERIC = ("float32", "float16", "int32", "int64")
+
+
+@lowering_rule("Add", "Sub", "Mul", "Div")
+def lower_binary(ctx: NodeContext) -> KernelCall:
+    """C = A op B with numpy broadcasting."""
+    ctx.require_inputs(2)
+    ctx.require_dtypes(NUMERIC)
+    return KernelCall(ctx.node.op_type, list(ctx.node.input))

@@ -1,0 +1,169 @@
+"""Static tensor types (element type + shape) of every tensor of a model, from ONNX shape
+inference run on a light copy of the model (big initializers replaced by typed inputs, so
+inference never copies the weights and never hits protobuf's 2 GB limit)."""
+import dataclasses
+from typing import Dict, Optional, Tuple, Union
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+from compiler.errors import ConversionError
+
+Dim = Union[int, str, None]  # int when static; the dim_param name or None when not
+
+# ONNX element types the emulator can hold, with their PopEF names (docs/popef.md §2).
+DTYPE_NAMES: Dict[int, str] = {
+    TensorProto.FLOAT: "float32", TensorProto.FLOAT16: "float16", TensorProto.DOUBLE: "float64",
+    TensorProto.INT8: "int8", TensorProto.INT16: "int16", TensorProto.INT32: "int32",
+    TensorProto.INT64: "int64", TensorProto.UINT8: "uint8", TensorProto.UINT16: "uint16",
+    TensorProto.UINT32: "uint32", TensorProto.UINT64: "uint64", TensorProto.BOOL: "bool",
+}
+
+# Initializers up to this many elements stay in the inference copy: data propagation needs the
+# values of small shape constants (Reshape targets, Slice bounds...), never of weights.
+_KEEP_INITIALIZER_ELEMENTS = 4096
+
+
+def elem_type_name(elem_type: int) -> str:
+    """PopEF dtype name, or ONNX's own name for types the emulator does not support."""
+    if elem_type in DTYPE_NAMES:
+        return DTYPE_NAMES[elem_type]
+    try:
+        return TensorProto.DataType.Name(elem_type).lower()
+    except ValueError:
+        return f"elem_type {elem_type}"
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorType:
+    elem_type: int
+    shape: Optional[Tuple[Dim, ...]]  # None when even the rank is unknown
+
+    @property
+    def is_static(self) -> bool:
+        return self.shape is not None and all(isinstance(d, int) and d >= 0 for d in self.shape)
+
+    @property
+    def dtype_name(self) -> str:
+        return elem_type_name(self.elem_type)
+
+    @property
+    def numel(self) -> int:
+        assert self.is_static, "numel of a non-static shape"
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * np.dtype(helper.tensor_dtype_to_np_dtype(self.elem_type)).itemsize
+
+    def shape_text(self) -> str:
+        if self.shape is None:
+            return "unknown rank"
+        return "[" + ", ".join("?" if d is None else str(d) for d in self.shape) + "]"
+
+    def __str__(self) -> str:
+        return f"{self.dtype_name} {self.shape_text()}"
+
+
+def type_of_value_info(value_info: onnx.ValueInfoProto) -> Optional[TensorType]:
+    if not value_info.type.HasField("tensor_type"):
+        return None
+    tt = value_info.type.tensor_type
+    if not tt.HasField("shape"):
+        return TensorType(tt.elem_type, None)
+    dims = []
+    for d in tt.shape.dim:
+        if d.HasField("dim_value"):
+            dims.append(int(d.dim_value))
+        else:
+            dims.append(d.dim_param or None)
+    return TensorType(tt.elem_type, tuple(dims))
+
+
+def type_of_initializer(tensor: onnx.TensorProto) -> TensorType:
+    return TensorType(tensor.data_type, tuple(int(d) for d in tensor.dims))
+
+
+def set_shape(tensor_type: onnx.TypeProto.Tensor, dims) -> None:
+    tensor_type.ClearField("shape")
+    shape = tensor_type.shape  # touching it creates an empty shape: rank 0 when dims is empty
+    for d in dims:
+        shape.dim.add().dim_value = int(d)
+
+
+def write_type(value_info: onnx.ValueInfoProto, t: TensorType) -> None:
+    tensor_type = value_info.type.tensor_type
+    tensor_type.elem_type = t.elem_type
+    tensor_type.ClearField("shape")
+    if t.shape is None:
+        return
+    shape = tensor_type.shape
+    for d in t.shape:
+        dim = shape.dim.add()
+        if isinstance(d, int):
+            dim.dim_value = d
+        elif d:
+            dim.dim_param = d
+
+
+def _light_copy(model: onnx.ModelProto) -> onnx.ModelProto:
+    light = onnx.ModelProto()
+    light.ir_version = model.ir_version
+    light.opset_import.extend(model.opset_import)
+    light.functions.extend(model.functions)
+    src, dst = model.graph, light.graph
+    dst.name = src.name
+    dst.node.extend(src.node)
+    dst.input.extend(src.input)
+    dst.sparse_initializer.extend(src.sparse_initializer)
+    listed = {i.name for i in src.input}
+    for init in src.initializer:
+        external = init.data_location == TensorProto.EXTERNAL
+        if not external and int(np.prod(init.dims, dtype=np.int64)) <= _KEEP_INITIALIZER_ELEMENTS:
+            dst.initializer.append(init)
+        elif init.name not in listed:
+            dst.input.append(helper.make_tensor_value_info(init.name, init.data_type, list(init.dims)))
+    for out in src.output:
+        # Declared output shapes are dropped: they may predate --input_shape/--batch_size and would
+        # then conflict with the shapes inferred from the new inputs.
+        copy = dst.output.add()
+        copy.name = out.name
+        if out.type.HasField("tensor_type"):
+            copy.type.tensor_type.elem_type = out.type.tensor_type.elem_type
+        else:
+            copy.type.CopyFrom(out.type)
+    return light
+
+
+@dataclasses.dataclass
+class InferredTypes:
+    types: Dict[str, TensorType]
+    value_info: list    # inferred ValueInfoProto of intermediate tensors
+
+    def get(self, name: str) -> Optional[TensorType]:
+        return self.types.get(name)
+
+
+def infer_types(model: onnx.ModelProto, strict: bool = False, model_name: str = "<model>") -> InferredTypes:
+    """Types of all tensors. strict=True turns any inference error or type mismatch into a
+    ConversionError naming the node (onnx's message names it)."""
+    light = _light_copy(model)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(light, check_type=strict, strict_mode=strict, data_prop=True)
+    except Exception as e:  # onnx raises InferenceError / ValidationError from C++
+        raise ConversionError(f"{model_name}: shape inference failed: {str(e).strip()}") from None
+    types: Dict[str, TensorType] = {}
+    for init in model.graph.initializer:
+        types[init.name] = type_of_initializer(init)
+    for vi in list(inferred.graph.input) + list(inferred.graph.value_info) + list(inferred.graph.output):
+        t = type_of_value_info(vi)
+        if t is not None and vi.name not in types:
+            types[vi.name] = t
+    for out in model.graph.output:
+        # Keep a declared output type when inference knows nothing better (e.g. a custom op).
+        declared = type_of_value_info(out)
+        have = types.get(out.name)
+        if declared is not None and (have is None or (have.shape is None and declared.shape is not None)):
+            types[out.name] = declared
+    return InferredTypes(types, list(inferred.graph.value_info))

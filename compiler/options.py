@@ -1,0 +1,36 @@
+"""PopRT's CompilerOptions: attribute-style settings of the compile step."""
+import dataclasses
+from typing import Optional
+
+from compiler.errors import ConfigError
+from compiler.lowering.device_memory import IPU_VERSIONS
+
+
+@dataclasses.dataclass(slots=True)  # slots: a misspelt attribute raises instead of being ignored
+class CompilerOptions:
+    ipu_version: str = "ipu2"                  # target device: "ipu2" or "ipu21"
+    num_ipus: int = 1
+    batch_size: Optional[int] = None           # None: the inputs' dim batch_axis (recorded in Metadata)
+    batch_axis: int = 0
+    max_tensor_size: int = -1                  # bytes a folded constant may have; -1 unlimited
+    device_memory_bytes: Optional[int] = None  # per IPU; None: 1472 tiles x 624 KiB = 940,572,672
+
+    def validate(self) -> "CompilerOptions":
+        def positive_int(name, value, allow_none=False, minimum=1):
+            if value is None and allow_none:
+                return
+            if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+                raise ConfigError(f"CompilerOptions.{name} must be an integer >= {minimum}, got {value!r}")
+
+        if self.ipu_version not in IPU_VERSIONS:
+            raise ConfigError(f"CompilerOptions.ipu_version must be one of {', '.join(IPU_VERSIONS)}, "
+                              f"got {self.ipu_version!r}")
+        positive_int("num_ipus", self.num_ipus)
+        positive_int("batch_size", self.batch_size, allow_none=True)
+        positive_int("batch_axis", self.batch_axis, minimum=0)
+        positive_int("max_tensor_size", self.max_tensor_size, minimum=-1)
+        positive_int("device_memory_bytes", self.device_memory_bytes, allow_none=True, minimum=0)
+        return self
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)

@@ -1,0 +1,1 @@
+"""TF-Serving-compatible model server for PopEF models (gRPC + REST)."""

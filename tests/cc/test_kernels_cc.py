@@ -1,0 +1,135 @@
+"""Builds the C++ kernel test harness (tests/cc/kernel_tests.cc + every kernels/*.cc) with g++
+and runs it; fails with the harness output if any case fails.
+
+Independent of the runtime's CMake build: include paths come from the Python packages
+(nlohmann_json, scipy_openblas32) so the kernels can be tested on their own. Objects are
+compiled two at a time (the CI machine has 2 cores) at -O1 with a precompiled nlohmann/json
+header to keep the build short.
+"""
+
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+KERNELS = REPO / "tf_popef_op" / "runtime" / "cc" / "kernels"
+HARNESS = pathlib.Path(__file__).resolve().parent / "kernel_tests.cc"
+CXX = os.environ.get("CXX", "g++")
+JOBS = 2
+BUILD_TIMEOUT_S = 300
+RUN_TIMEOUT_S = 300
+
+
+def _flags():
+    import nlohmann_json
+    import scipy_openblas32
+
+    includes = [str(REPO), str(nlohmann_json.get_include()), scipy_openblas32.get_include_dir()]
+    compile_flags = ["-std=c++17", "-O1", "-g0", "-Wall", "-Wextra", "-pthread"]
+    compile_flags += [f"-I{d}" for d in includes]
+    lib_dir = scipy_openblas32.get_lib_dir()
+    link_flags = [f"-L{lib_dir}", f"-Wl,-rpath,{lib_dir}", "-lscipy_openblas", "-lz", "-pthread"]
+    return compile_flags, link_flags
+
+
+# Every translation unit includes nlohmann/json.hpp (through kernel.h), which is most of its
+# compile time; precompiling it once roughly halves the build.
+PCH_HEADERS = ["nlohmann/json.hpp", "functional", "memory", "string", "vector"]
+
+
+def _precompiled_header(build_dir, compile_flags):
+    """Builds build_dir/pch.h.gch; returns the flags that make every compile use it."""
+    header = build_dir / "pch.h"
+    header.write_text("".join(f"#include <{h}>\n" for h in PCH_HEADERS))
+    cmd = [CXX, *compile_flags, "-x", "c++-header", str(header), "-o", str(build_dir / "pch.h.gch")]
+    result = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            timeout=BUILD_TIMEOUT_S)
+    if result.returncode != 0:
+        pytest.fail("precompiling the common headers failed:\n" + result.stdout, pytrace=False)
+    return [f"-I{build_dir}", "-include", "pch.h", "-Winvalid-pch"]
+
+
+def _compile_all(sources, build_dir, compile_flags):
+    """Compiles `sources` to objects, JOBS processes at a time; returns the object paths."""
+    pending = list(sources)
+    running = []
+    objects = []
+    errors = []
+    while pending or running:
+        while pending and len(running) < JOBS:
+            src = pending.pop(0)
+            obj = build_dir / (src.stem + ".o")
+            cmd = [CXX, *compile_flags, "-c", str(src), "-o", str(obj)]
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            running.append((src, obj, proc, time.monotonic()))
+            objects.append(obj)
+        for item in list(running):
+            src, obj, proc, started = item
+            if proc.poll() is None:
+                if time.monotonic() - started > BUILD_TIMEOUT_S:
+                    proc.kill()
+                    errors.append(f"{src}: compile timed out after {BUILD_TIMEOUT_S}s")
+                    running.remove(item)
+                continue
+            output = proc.stdout.read()
+            if proc.returncode != 0:
+                errors.append(f"{src}:\n{output}")
+            running.remove(item)
+        time.sleep(0.05)
+    if errors:
+        pytest.fail("compiling the kernel tests failed:\n" + "\n".join(errors), pytrace=False)
+    return objects
+
+
+@pytest.fixture(scope="module")
+def harness_binary():
+    if shutil.which(CXX) is None:
+        pytest.fail(f"C++ compiler '{CXX}' not found; the kernel tests need g++ (C++17)", pytrace=False)
+    # A private temp dir, not tmp_path_factory: concurrent pytest sessions prune each other's
+    # old basetemp dirs, which could delete this build midway.
+    with tempfile.TemporaryDirectory(prefix="tfpopef_kernel_tests_") as tmp:
+        yield _build(pathlib.Path(tmp))
+
+
+def _build(build_dir):
+    compile_flags, link_flags = _flags()
+    sources = [HARNESS] + sorted(KERNELS.glob("*.cc"))  # the slowest file first balances the 2 jobs
+    assert len(sources) > 1, f"no kernel sources found in {KERNELS}"
+    compile_flags += _precompiled_header(build_dir, compile_flags)
+    objects = _compile_all(sources, build_dir, compile_flags)
+    binary = build_dir / "kernel_tests"
+    link = subprocess.run([CXX, *map(str, objects), "-o", str(binary), *link_flags],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=BUILD_TIMEOUT_S)
+    if link.returncode != 0:
+        pytest.fail("linking the kernel tests failed:\n" + link.stdout, pytrace=False)
+    return binary
+
+
+def test_kernel_cases_pass(harness_binary):
+    result = subprocess.run([str(harness_binary)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            timeout=RUN_TIMEOUT_S)
+    summary = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else "(no output)"
+    if result.returncode != 0:
+        failed = [line for line in result.stdout.splitlines() if not line.startswith("[  OK  ]")]
+        pytest.fail(f"kernel test harness exited with {result.returncode}: {summary}\n" + "\n".join(failed),
+                    pytrace=False)
+    assert " 0 failed" in summary, result.stdout
+    sys.stdout.write(summary + "\n")
+
+
+def test_error_messages_name_op_and_node(harness_binary):
+    """-v prints every expected preparation error; each must carry the op/node prefix."""
+    result = subprocess.run([str(harness_binary), "Errors", "-v"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, timeout=RUN_TIMEOUT_S)
+    assert result.returncode == 0, result.stdout
+    messages = [line.strip() for line in result.stdout.splitlines() if line.startswith("         ")]
+    assert len(messages) >= 30, result.stdout
+    for line in messages:
+        assert "(node 'test_node')" in line, line
+        assert line.split(":", 1)[0] in {"INVALID_ARGUMENT", "UNIMPLEMENTED"}, line

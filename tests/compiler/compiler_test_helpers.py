@@ -1,0 +1,102 @@
+"""Shared helpers of the compiler tests: building small ONNX models, running them with
+onnx's ReferenceEvaluator (and onnxruntime), running passes."""
+import copy
+import os
+import subprocess
+import sys
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from compiler.converter.context import PassContext
+from compiler.converter.pipeline import run_passes
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PYTHON = os.path.join(REPO, ".venv", "bin", "python")
+F32, F16, I64, I32 = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.INT64, TensorProto.INT32
+
+
+def make_model(nodes, inputs, outputs, initializers: Optional[Dict[str, np.ndarray]] = None, opset: int = 13,
+               value_info=None, ir_version: Optional[int] = None) -> onnx.ModelProto:
+    """inputs/outputs: (name, elem_type, shape or None) tuples."""
+    graph = helper.make_graph(
+        nodes, "test",
+        [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
+        [helper.make_tensor_value_info(n, t, s) for n, t, s in outputs],
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in (initializers or {}).items()],
+        value_info=value_info or [])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    if ir_version is not None:
+        model.ir_version = ir_version
+    return model
+
+
+def reference_run(model: onnx.ModelProto, feeds: Dict[str, np.ndarray]) -> List[np.ndarray]:
+    from onnx.reference import ReferenceEvaluator
+    return [np.asarray(v) for v in ReferenceEvaluator(model).run(None, feeds)]
+
+
+def ort_run(model: onnx.ModelProto, feeds: Dict[str, np.ndarray]) -> List[np.ndarray]:
+    import onnxruntime as ort
+    oracle = copy.deepcopy(model)
+    oracle.ir_version = min(oracle.ir_version, 8)
+    sess = ort.InferenceSession(oracle.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)
+
+
+def run_pass(model: onnx.ModelProto, names, **ctx_args) -> onnx.ModelProto:
+    model = copy.deepcopy(model)
+    names = [names] if isinstance(names, str) else list(names)
+    ctx_args.setdefault("model_name", "test.onnx")
+    return run_passes(model, names, PassContext(**ctx_args))
+
+
+def op_types(model: onnx.ModelProto) -> List[str]:
+    return [n.op_type for n in model.graph.node]
+
+
+def assert_same_outputs(before: onnx.ModelProto, after: onnx.ModelProto, feeds, rtol=1e-6, atol=1e-6,
+                        after_feeds=None):
+    expected = reference_run(before, feeds)
+    got = reference_run(after, after_feeds if after_feeds is not None else feeds)
+    assert len(expected) == len(got)
+    for e, g in zip(expected, got):
+        assert e.shape == g.shape, (e.shape, g.shape)
+        np.testing.assert_allclose(g.astype(np.float64), e.astype(np.float64), rtol=rtol, atol=atol)
+
+
+def random_feeds(model: onnx.ModelProto, seed: int = 0) -> Dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    inits = {t.name for t in model.graph.initializer}
+    feeds = {}
+    for inp in model.graph.input:
+        if inp.name in inits:
+            continue
+        tt = inp.type.tensor_type
+        shape = [d.dim_value for d in tt.shape.dim]
+        dtype = helper.tensor_dtype_to_np_dtype(tt.elem_type)
+        if np.dtype(dtype).kind == "f":
+            feeds[inp.name] = rng.standard_normal(shape).astype(dtype)
+        else:
+            feeds[inp.name] = rng.integers(-5, 6, shape).astype(dtype)
+    return feeds
+
+
+def _python(args: Sequence[str], cwd: Optional[str], first_on_path: Optional[str] = None):
+    env = dict(os.environ)
+    path = [p for p in (first_on_path, REPO, env.get("PYTHONPATH")) if p]
+    env["PYTHONPATH"] = os.pathsep.join(path)
+    python = PYTHON if os.path.exists(PYTHON) else sys.executable
+    return subprocess.run([python, *args], cwd=cwd or REPO, env=env, capture_output=True, text=True, timeout=300)
+
+
+def run_cli(args: Sequence[str], cwd: Optional[str] = None, module: str = "compiler.cli",
+            first_on_path: Optional[str] = None):
+    """Runs `python -m <module> args` with the repository importable; returns CompletedProcess."""
+    return _python(["-m", module, *args], cwd, first_on_path)
+
+
+def run_python(code: str, cwd: Optional[str] = None):
+    return _python(["-c", code], cwd)

@@ -1,0 +1,110 @@
+import numpy as np
+import pytest
+from onnx import helper, numpy_helper
+
+from compiler_test_helpers import F32, I64, assert_same_outputs, make_model, op_types, random_feeds, run_pass
+
+
+def _initializer(model, name):
+    return numpy_helper.to_array(next(t for t in model.graph.initializer if t.name == name))
+
+
+def test_folds_constant_subexpressions_and_keeps_runtime_ops():
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("Transpose", ["W"], ["Wt"], perm=[1, 0]),
+             helper.make_node("Mul", ["Wt", "two"], ["W2"]),
+             helper.make_node("MatMul", ["X", "W2"], ["H"]),
+             helper.make_node("Relu", ["H"], ["O"])]
+    model = make_model(nodes, [("X", F32, [2, 3])], [("O", F32, [2, 4])],
+                       {"W": rng.standard_normal((4, 3)).astype(np.float32), "two": np.array(2.0, np.float32)})
+    out = run_pass(model, "constant_folding")
+    assert op_types(out) == ["MatMul", "Relu"]
+    np.testing.assert_allclose(_initializer(out, "W2"), _initializer(model, "W").T * 2)
+    assert_same_outputs(model, out, random_feeds(model))
+
+
+def test_constant_nodes_become_initializers():
+    nodes = [helper.make_node("Constant", [], ["c"], value=numpy_helper.from_array(np.array([1.5, 2.0], np.float32))),
+             helper.make_node("Constant", [], ["k"], value_ints=[3, 4]),
+             helper.make_node("Add", ["X", "c"], ["O"])]
+    model = make_model(nodes, [("X", F32, [2])], [("O", F32, [2]), ("k", I64, [2])])
+    out = run_pass(model, "constant_folding")
+    assert op_types(out) == ["Add"]
+    assert _initializer(out, "k").tolist() == [3, 4] and _initializer(out, "k").dtype == np.int64
+    assert_same_outputs(model, out, random_feeds(model))
+
+
+def test_shape_only_subgraph_feeding_reshape_folds_at_opset_11():
+    # Flatten written by hand the way exporters do: Reshape(X, [dim0, prod(dims[1:])]).
+    nodes = [helper.make_node("Shape", ["X"], ["s"]),
+             helper.make_node("Gather", ["s", "zero"], ["d0"], axis=0),
+             helper.make_node("Unsqueeze", ["d0"], ["d0u"], axes=[0]),
+             helper.make_node("Slice", ["s", "one", "big"], ["rest"]),
+             helper.make_node("ReduceProd", ["rest"], ["n"], keepdims=1),
+             helper.make_node("Concat", ["d0u", "n"], ["target"], axis=0),
+             helper.make_node("Reshape", ["X", "target"], ["O"])]
+    model = make_model(nodes, [("X", F32, [2, 3, 4])], [("O", F32, None)],
+                       {"zero": np.array(0, np.int64), "one": np.array([1], np.int64),
+                        "big": np.array([100], np.int64)}, opset=11)
+    out = run_pass(model, ["constant_folding", "dead_code_elimination", "eliminate_unused_initializers",
+                           "shape_inference"])
+    assert op_types(out) == ["Reshape"]
+    assert _initializer(out, "target").tolist() == [2, 12]
+    assert [d.dim_value for d in out.graph.output[0].type.tensor_type.shape.dim] == [2, 12]
+    assert_same_outputs(model, out, random_feeds(model))
+
+
+def test_shape_with_start_end_and_size_fold():
+    nodes = [helper.make_node("Shape", ["X"], ["s"], start=1, end=-1),
+             helper.make_node("Size", ["X"], ["n"]),
+             helper.make_node("Relu", ["X"], ["O"])]
+    model = make_model(nodes, [("X", F32, [2, 3, 4, 5])], [("O", F32, None), ("s", I64, None), ("n", I64, None)],
+                       opset=15)
+    out = run_pass(model, "constant_folding")
+    assert op_types(out) == ["Relu"]
+    assert _initializer(out, "s").tolist() == [3, 4] and int(_initializer(out, "n")) == 120
+    assert_same_outputs(model, out, random_feeds(model))
+
+
+def test_shape_of_a_dynamic_tensor_is_not_folded():
+    nodes = [helper.make_node("Shape", ["X"], ["s"])]
+    model = make_model(nodes, [("X", F32, ["N", 3])], [("s", I64, None)])
+    assert op_types(run_pass(model, "constant_folding")) == ["Shape"]
+
+
+@pytest.mark.parametrize("limit, folded", [(-1, True), (4096, True), (4095, False), (0, False)])
+def test_max_tensor_size_bounds_the_folded_results(limit, folded):
+    # Tile makes a 1024-element float32 (4096 bytes) constant.
+    nodes = [helper.make_node("Tile", ["c", "reps"], ["big"]), helper.make_node("Add", ["X", "big"], ["O"])]
+    model = make_model(nodes, [("X", F32, [1024])], [("O", F32, [1024])],
+                       {"c": np.arange(4, dtype=np.float32), "reps": np.array([256], np.int64)})
+    out = run_pass(model, "constant_folding", max_tensor_size=limit)
+    assert op_types(out) == (["Add"] if folded else ["Tile", "Add"])
+    assert_same_outputs(model, out, random_feeds(model))
+
+
+def test_random_ops_are_not_folded():
+    nodes = [helper.make_node("RandomUniform", [], ["r"], shape=[2], dtype=1),
+             helper.make_node("Add", ["X", "r"], ["O"])]
+    model = make_model(nodes, [("X", F32, [2])], [("O", F32, [2])])
+    assert op_types(run_pass(model, "constant_folding")) == ["RandomUniform", "Add"]
+
+
+def test_folded_graph_output_stays_an_output():
+    nodes = [helper.make_node("Add", ["a", "b"], ["O"]), helper.make_node("Relu", ["X"], ["P"])]
+    model = make_model(nodes, [("X", F32, [2])], [("O", F32, [2]), ("P", F32, [2])],
+                       {"a": np.ones(2, np.float32), "b": np.full(2, 2.0, np.float32)})
+    out = run_pass(model, "constant_folding")
+    assert op_types(out) == ["Relu"]
+    assert [o.name for o in out.graph.output] == ["O", "P"]
+    assert _initializer(out, "O").tolist() == [3.0, 3.0]
+
+
+def test_optional_empty_inputs_are_allowed():
+    # Clip with an empty `min` input and a constant `max`.
+    nodes = [helper.make_node("Clip", ["c", "", "hi"], ["k"]), helper.make_node("Add", ["X", "k"], ["O"])]
+    model = make_model(nodes, [("X", F32, [3])], [("O", F32, [3])],
+                       {"c": np.array([-1.0, 0.5, 9.0], np.float32), "hi": np.array(1.0, np.float32)})
+    out = run_pass(model, "constant_folding")
+    assert op_types(out) == ["Add"]
+    assert _initializer(out, "k").tolist() == [-1.0, 0.5, 1.0]

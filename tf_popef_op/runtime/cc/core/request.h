@@ -1,0 +1,82 @@
+// One submitted execution: a future-like handle returned by ModelRunner::ExecuteAsync.
+//
+// Ownership: shared. The caller holds one reference; the runner holds another while the
+// request is queued or running, so dropping the handle early is safe. The request owns the
+// output buffers the runner allocated; caller buffers (inputs and given outputs) are only
+// pointed to and must stay valid until Done().
+// Thread safety: Done/Wait/WaitFor/error/outputs may be called from any thread; outputs and
+// error are meaningful once Done() is true. The rest is private to the runner (the device
+// thread mutates progress fields; nothing else touches them).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tf_popef_op/runtime/cc/core/aligned_buffer.h"
+#include "tf_popef_op/runtime/cc/core/dtype.h"
+#include "tf_popef_op/runtime/cc/core/error.h"
+
+namespace tfpopef {
+
+class Request {
+ public:
+  struct Output {
+    int anchor = -1;
+    std::string name;  // the anchor's name (not an alias)
+    DType dtype = DType::kFloat32;
+    std::vector<int64_t> shape;
+    void* data = nullptr;
+    size_t nbytes = 0;
+    bool runner_allocated = false;  // false: the caller's buffer
+  };
+
+  int subgraph() const { return subgraph_; }
+  // Rows along the batch axis (1 for a subgraph that only takes its exact compiled shapes).
+  int64_t rows() const { return rows_; }
+
+  bool Done() const { return done_.load(std::memory_order_acquire); }
+  void Wait() const;
+  // false if not done after `timeout`.
+  bool WaitFor(std::chrono::nanoseconds timeout) const;
+  // After Done(): the failure, or nullptr on success.
+  const Error* error() const { return error_ ? &*error_ : nullptr; }
+  // After Done(): throws the failure, if any.
+  void ThrowIfFailed() const {
+    if (error_) throw *error_;
+  }
+  // Every output of the subgraph, in its order.
+  const std::vector<Output>& outputs() const { return outputs_; }
+
+ private:
+  friend class ModelRunner;
+  void Complete(std::optional<Error> error);
+
+  int subgraph_ = 0;
+  int64_t rows_ = 0;
+  std::vector<void*> inputs_;  // caller data, in SubgraphBatching::inputs order
+  std::vector<Output> outputs_;
+  std::vector<AlignedBuffer> owned_;  // runner-allocated outputs
+  void* index_data_ = nullptr;        // caller's fusion index tensor, if any
+  std::vector<int> queue_ids_;        // queues used: inputs, outputs, then the fusion index
+  std::function<void(const Request&)> on_done_;
+
+  // Device thread only.
+  std::vector<void*> bound_;  // data of the popped queue entries, in queue_ids_ order
+  int64_t rows_taken_ = 0;    // rows placed into batches
+  int64_t rows_done_ = 0;     // rows whose batch ran
+  std::shared_ptr<Request> self_;  // keeps the request alive while the runner owns it
+
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  std::atomic<bool> done_{false};
+  std::optional<Error> error_;
+};
+
+}  // namespace tfpopef

@@ -1,0 +1,25 @@
+// Gives a float32 kernel float16 support with one line:
+//
+//   return WithFloat16Support(spec, CreateFloat32Relu);
+//
+// If the step has float16 tensors, the float32 factory is called with a copy of the spec in
+// which every float16 tensor is float32, and the resulting kernel is wrapped: at run time the
+// wrapper widens float16 inputs into its scratch, runs the float32 kernel (whose float16
+// outputs also land in scratch) and narrows the outputs with round-to-nearest-even. So a
+// float16 op computes in float32 and rounds once, as docs/popef.md §3 requires.
+// Tensors of other dtypes are passed through untouched.
+#pragma once
+
+#include <memory>
+
+#include "tf_popef_op/runtime/cc/kernels/kernel.h"
+
+namespace tfpopef {
+namespace kernels {
+
+// Validate dtypes *before* calling this (so errors name the real dtype); `make_float32` sees
+// the float32 view of the spec and does the shape checks.
+std::unique_ptr<Kernel> WithFloat16Support(const KernelSpec& spec, const KernelFactory& make_float32);
+
+}  // namespace kernels
+}  // namespace tfpopef

@@ -1,0 +1,112 @@
+// ONNX Gemm: Y = alpha * op(A) * op(B) + beta * C, op = optional transpose, A and B 2-D,
+// C optional and unidirectionally broadcast to Y = [M, N]. Y is first filled with the
+// broadcast C and then SGEMM accumulates into it with BLAS's beta, so no temporary is needed.
+// When beta == 0 C is not read at all (BLAS semantics, as onnxruntime does), so a C holding
+// inf/nan does not leak into Y. float16 goes through the float32 kernel (fp16_adapter.h).
+#include <array>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "tf_popef_op/runtime/cc/kernels/blas_gemm.h"
+#include "tf_popef_op/runtime/cc/kernels/broadcast.h"
+#include "tf_popef_op/runtime/cc/kernels/fp16_adapter.h"
+#include "tf_popef_op/runtime/cc/kernels/kernel_checks.h"
+
+namespace tfpopef {
+namespace kernels {
+namespace {
+
+struct GemmParams {
+  bool trans_a = false, trans_b = false;
+  float alpha = 1.0f, beta = 1.0f;
+  int64_t m = 0, n = 0, k = 0;
+  int64_t lda = 0, ldb = 0;  // stored row lengths of A and B
+  bool use_c = false;
+};
+
+class GemmKernel final : public Kernel {
+ public:
+  GemmKernel(const GemmParams& p, BroadcastPlan<1> c_plan) : p_(p), c_plan_(std::move(c_plan)) {}
+
+  void Run(const KernelContext& ctx) const override {
+    const float* a = static_cast<const float*>(ctx.inputs[0]);
+    const float* b = static_cast<const float*>(ctx.inputs[1]);
+    float* y = static_cast<float*>(ctx.outputs[0]);
+    if (p_.m == 0 || p_.n == 0) return;
+    const int64_t numel = p_.m * p_.n;
+    if (p_.use_c) {
+      const float* c = static_cast<const float*>(ctx.inputs[2]);
+      const int64_t run = c_plan_.run_length(), stride = c_plan_.run_stride(0);
+      ForEachRun(c_plan_, [&](int64_t out, const std::array<int64_t, 1>& off) {
+        if (stride == 1) {
+          std::memcpy(y + out, c + off[0], static_cast<size_t>(run) * sizeof(float));
+        } else {
+          for (int64_t i = 0; i < run; ++i) y[out + i] = c[off[0]];
+        }
+      });
+    }
+    if (p_.k == 0) {  // empty product: Y = beta * C, or 0
+      if (!p_.use_c) std::memset(y, 0, static_cast<size_t>(numel) * sizeof(float));
+      else if (p_.beta != 1.0f)
+        for (int64_t i = 0; i < numel; ++i) y[i] *= p_.beta;
+      return;
+    }
+    Sgemm(p_.trans_a, p_.trans_b, p_.m, p_.n, p_.k, p_.alpha, a, p_.lda, b, p_.ldb, p_.use_c ? p_.beta : 0.0f, y,
+          p_.n);
+  }
+
+ private:
+  const GemmParams p_;
+  const BroadcastPlan<1> c_plan_;  // C -> [M, N]; unused without C
+};
+
+std::unique_ptr<Kernel> CreateFloat32Gemm(const KernelSpec& spec) {
+  const auto& a = spec.inputs[0].shape;
+  const auto& b = spec.inputs[1].shape;
+  if (a.size() != 2 || b.size() != 2)
+    throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": Gemm needs 2-D A and B, got A " + ShapeToString(a) +
+                                                 " and B " + ShapeToString(b));
+  GemmParams p;
+  p.trans_a = CheckedFlag(spec, "transA");
+  p.trans_b = CheckedFlag(spec, "transB");
+  p.alpha = spec.attrs.Float("alpha");
+  p.beta = spec.attrs.Float("beta");
+  p.m = p.trans_a ? a[1] : a[0];
+  p.k = p.trans_a ? a[0] : a[1];
+  const int64_t kb = p.trans_b ? b[1] : b[0];
+  p.n = p.trans_b ? b[0] : b[1];
+  p.lda = a[1];
+  p.ldb = b[1];
+  if (p.k != kb)
+    throw Error(ErrorCode::kInvalidArgument,
+                spec.Where() + ": inner dimensions differ: op(A) of A " + ShapeToString(a) +
+                    (p.trans_a ? " (transA=1)" : "") + " has K = " + std::to_string(p.k) + " but op(B) of B " +
+                    ShapeToString(b) + (p.trans_b ? " (transB=1)" : "") + " has K = " + std::to_string(kb));
+  const std::vector<int64_t> out = {p.m, p.n};
+  CheckOutputShape(spec, 0, out);
+  for (int64_t v : {a[0], a[1], b[0], b[1]}) CheckBlasDim(spec, "a dimension of A or B", v);
+
+  std::vector<int64_t> c_shape;
+  if (spec.inputs.size() == 3) {
+    c_shape = spec.inputs[2].shape;
+    if (c_shape.size() > 2 || !BroadcastsTo(c_shape, out))
+      throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": C " + ShapeToString(c_shape) +
+                                                   " cannot be broadcast to the output " + ShapeToString(out));
+    p.use_c = p.beta != 0.0f;
+  }
+  return std::make_unique<GemmKernel>(p, MakeBroadcastPlan<1>(out, {c_shape}, spec.Where()));
+}
+
+std::unique_ptr<Kernel> CreateGemm(const KernelSpec& spec) {
+  CheckArity(spec, 2, 3, 1);
+  CheckSameDType(spec, {DType::kFloat32, DType::kFloat16});
+  return WithFloat16Support(spec, CreateFloat32Gemm);
+}
+
+}  // namespace
+
+TFPOPEF_REGISTER_KERNEL("Gemm", CreateGemm);
+
+}  // namespace kernels
+}  // namespace tfpopef

@@ -1,0 +1,94 @@
+// Softmax, numerically stable (the max is subtracted before exp). Two ONNX flavours, chosen
+// by the compiler through `coerce_2d`:
+//   coerce_2d = 0 (opset >= 13): softmax along `axis`; the tensor is viewed as
+//                 [outer, axis_dim, inner].
+//   coerce_2d = 1 (opset < 13):  the input is coerced to 2-D [prod(dims[:axis]), prod(dims[axis:])]
+//                 and softmax runs over each row, i.e. the same view with inner = 1.
+// With inner == 1 each row is contiguous. Otherwise the axis is strided; the kernel walks it
+// row by row (rows of `inner` contiguous elements) keeping a running max and sum per inner
+// position in scratch, so every pass reads memory sequentially.
+// float16 goes through the float32 kernel (fp16_adapter.h).
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
+#include "tf_popef_op/runtime/cc/kernels/fp16_adapter.h"
+#include "tf_popef_op/runtime/cc/kernels/kernel_checks.h"
+
+namespace tfpopef {
+namespace kernels {
+namespace {
+
+class SoftmaxKernel final : public Kernel {
+ public:
+  SoftmaxKernel(int64_t outer, int64_t axis_dim, int64_t inner) : outer_(outer), n_(axis_dim), inner_(inner) {}
+
+  size_t scratch_bytes() const override { return inner_ > 1 ? 2 * static_cast<size_t>(inner_) * sizeof(float) : 0; }
+
+  void Run(const KernelContext& ctx) const override {
+    const float* x = static_cast<const float*>(ctx.inputs[0]);
+    float* y = static_cast<float*>(ctx.outputs[0]);
+    if (n_ == 0 || inner_ == 0) return;
+    if (inner_ == 1) {
+      for (int64_t o = 0; o < outer_; ++o) SoftmaxRow(x + o * n_, y + o * n_);
+      return;
+    }
+    float* max = static_cast<float*>(ctx.scratch);
+    float* sum = max + inner_;
+    const int64_t slab = n_ * inner_;
+    for (int64_t o = 0; o < outer_; ++o) {
+      const float* xs = x + o * slab;
+      float* ys = y + o * slab;
+      std::copy(xs, xs + inner_, max);
+      for (int64_t k = 1; k < n_; ++k)
+        for (int64_t i = 0; i < inner_; ++i) max[i] = std::max(max[i], xs[k * inner_ + i]);
+      std::fill(sum, sum + inner_, 0.0f);
+      for (int64_t k = 0; k < n_; ++k)
+        for (int64_t i = 0; i < inner_; ++i) {
+          const float e = std::exp(xs[k * inner_ + i] - max[i]);
+          ys[k * inner_ + i] = e;
+          sum[i] += e;
+        }
+      for (int64_t i = 0; i < inner_; ++i) sum[i] = 1.0f / sum[i];
+      for (int64_t k = 0; k < n_; ++k)
+        for (int64_t i = 0; i < inner_; ++i) ys[k * inner_ + i] *= sum[i];
+    }
+  }
+
+ private:
+  void SoftmaxRow(const float* x, float* y) const {
+    const float max = *std::max_element(x, x + n_);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n_; ++i) {
+      y[i] = std::exp(x[i] - max);
+      sum += y[i];
+    }
+    const float scale = 1.0f / sum;
+    for (int64_t i = 0; i < n_; ++i) y[i] *= scale;
+  }
+
+  const int64_t outer_, n_, inner_;
+};
+
+std::unique_ptr<Kernel> CreateFloat32Softmax(const KernelSpec& spec) {
+  const auto& shape = spec.inputs[0].shape;
+  CheckOutputShape(spec, 0, shape);
+  const bool coerce_2d = CheckedFlag(spec, "coerce_2d");
+  const size_t axis = static_cast<size_t>(CheckedAxis(spec, "axis", shape.size()));
+  const int64_t outer = Product(shape, 0, axis);
+  if (coerce_2d) return std::make_unique<SoftmaxKernel>(outer, Product(shape, axis, shape.size()), 1);
+  return std::make_unique<SoftmaxKernel>(outer, shape[axis], Product(shape, axis + 1, shape.size()));
+}
+
+std::unique_ptr<Kernel> CreateSoftmax(const KernelSpec& spec) {
+  CheckArity(spec, 1, 1, 1);
+  CheckSameDType(spec, {DType::kFloat32, DType::kFloat16});
+  return WithFloat16Support(spec, CreateFloat32Softmax);
+}
+
+}  // namespace
+
+TFPOPEF_REGISTER_KERNEL("Softmax", CreateSoftmax);
+
+}  // namespace kernels
+}  // namespace tfpopef
