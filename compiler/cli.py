@@ -5,7 +5,10 @@
     python -m compiler.cli --list_all_passes
 
 Writes the converted ONNX to <output_dir>/<output_model>.onnx and, with --export_popef, the
-PopEF to <output_dir>/<output_model>.popef. User errors print `error: ...` and exit 2.
+PopEF to <output_dir>/<output_model>.popef. A YAML file with `model_fusion` fuses the listed
+models into <output_dir>/<output_model>.popef (no ONNX is written); there, command-line flags
+replace the YAML's top-level (global) keys and an entry's own keys still win for its model.
+User errors print `error: ...` and exit 2.
 """
 import argparse
 import os
@@ -16,6 +19,7 @@ import onnx
 
 from compiler import cli_config
 from compiler.compiler import compile_converted
+from compiler.fusion import FUSION_OPAQUE, fuse_models
 from compiler.converter import Converter, DEFAULT_PIPELINE, list_all_passes
 from compiler.errors import CompileError
 from compiler.executable import Executable
@@ -82,7 +86,17 @@ def print_passes(out=sys.stdout) -> None:
     out.write("(* = in the default pipeline, in this order: " + ", ".join(DEFAULT_PIPELINE) + ")\n")
 
 
+def _output_stem(s: dict) -> str:
+    stem = s["output_model"]
+    for suffix in (".onnx", ".popef"):
+        if stem.endswith(suffix):
+            stem = stem[: -len(suffix)]
+    return stem
+
+
 def compile_from_settings(s: dict, out=sys.stdout) -> Executable:
+    if s.get("model_fusion") is not None:
+        return compile_fused_from_settings(s, out)
     if not s["input_model"]:
         raise CompileError("--input_model is required (or input_model in --config_yaml)")
     options = CompilerOptions(ipu_version=s["ipu_version"], batch_size=s["batch_size"], batch_axis=s["batch_axis"],
@@ -95,10 +109,7 @@ def compile_from_settings(s: dict, out=sys.stdout) -> Executable:
     converted = converter.convert(model_path)
     executable = compile_converted(converted, options, model_path, converter.passes_run, converter.options)
 
-    stem = s["output_model"]
-    for suffix in (".onnx", ".popef"):
-        if stem.endswith(suffix):
-            stem = stem[: -len(suffix)]
+    stem = _output_stem(s)
     out_dir = s["output_dir"]
     try:
         os.makedirs(out_dir, exist_ok=True)
@@ -115,11 +126,53 @@ def compile_from_settings(s: dict, out=sys.stdout) -> Executable:
     return executable
 
 
-def _print_summary(out, model_path, executable, passes, onnx_path, popef_path, options) -> None:
-    def anchor(a):
-        axis = "" if a["batch_axis"] < 0 else f" (batch axis {a['batch_axis']})"
-        return f"{a['name']} {a['dtype']} {a['shape']}{axis}"
+def compile_fused_from_settings(s: dict, out=sys.stdout) -> Executable:
+    """Model fusion: the global settings are the defaults of every model_fusion entry."""
+    if s["input_model"]:
+        raise CompileError("--input_model cannot be combined with a model_fusion config; list every model to fuse "
+                           "under model_fusion")
+    options = CompilerOptions(ipu_version=s["ipu_version"], batch_size=s["batch_size"], batch_axis=s["batch_axis"],
+                              max_tensor_size=s["max_tensor_size"]).validate()
+    shared = {k: s[k] for k in cli_config.FUSION_ENTRY_KEYS if k not in ("input_model", "name")}
+    executable = fuse_models([{**shared, **entry} for entry in s["model_fusion"]], options)
+    out_dir = s["output_dir"]
+    popef_path = os.path.join(out_dir, f"{_output_stem(s)}.popef")
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+        executable.save(popef_path)
+    except OSError as e:
+        raise CompileError(f"cannot write the outputs to '{out_dir}': {e.strerror or e}") from None
+    _print_fused_summary(out, executable, popef_path, options)
+    return executable
 
+
+def _anchor_text(a: dict, original: Optional[str] = None) -> str:
+    axis = "" if a["batch_axis"] < 0 else f" (batch axis {a['batch_axis']})"
+    was = f" ({original})" if original is not None and original != a["name"] else ""
+    return f"{a['name']}{was} {a['dtype']} {a['shape']}{axis}"
+
+
+def _print_fused_summary(out, executable: Executable, popef_path: str, options: CompilerOptions) -> None:
+    fusion = executable.opaque_json(FUSION_OPAQUE)
+    index = fusion["index_anchor"]
+    out.write(f"fused {len(fusion['subgraphs'])} model(s) for {options.ipu_version}; input '{index['name']}' "
+              f"({index['dtype']} {index['shape']}) selects the subgraph\n")
+    for sg in fusion["subgraphs"]:
+        mine = {a["name"]: a for a in executable.anchors() if a["subgraph"] == sg["index"]}
+        out.write(f"  [{sg['index']}] {sg['name']}: {sg['source_model']}, {sg['precision']}, opset {sg['opset']}, "
+                  f"batch size {sg['batch_size']}\n")
+        inputs = "; ".join(_anchor_text(mine[n], o) for n, o in sg["inputs"].items()) or "(none)"
+        out.write(f"      inputs:  {inputs}\n")
+        out.write(f"      outputs: {'; '.join(_anchor_text(mine[n], o) for n, o in sg['outputs'].items())}\n")
+    mem = executable.metadata["device_memory"]
+    out.write(f"  device memory: weights {mem['weights_bytes']:,} (deduplicated) + activations {mem['arena_bytes']:,} "
+              f"(largest subgraph) = {mem['total_bytes']:,} bytes of "
+              f"{available_bytes(options.num_ipus, options.device_memory_bytes):,}\n")
+    out.write(f"  PopEF: {popef_path}\n")
+
+
+def _print_summary(out, model_path, executable, passes, onnx_path, popef_path, options) -> None:
+    anchor = _anchor_text
     mem = executable.metadata["device_memory"]
     out.write(f"compiled {model_path} for {options.ipu_version} (batch size {executable.metadata['batch_size']})\n")
     out.write(f"  inputs:  {'; '.join(anchor(a) for a in executable.anchors('input')) or '(none)'}\n")
@@ -132,7 +185,8 @@ def _print_summary(out, model_path, executable, passes, onnx_path, popef_path, o
 
 
 def run_once(executable: Executable, out=sys.stdout, seed: int = 0) -> dict:
-    """Runs the executable once on the emulator with random inputs; returns the outputs."""
+    """Runs the executable once on the emulator with random inputs (a fused one: each subgraph
+    once, selected by its index); returns the outputs."""
     import numpy as np
     try:
         from tf_popef_op.runtime import ModelRunner  # lazy: the compiler itself never needs it
@@ -140,23 +194,32 @@ def run_once(executable: Executable, out=sys.stdout, seed: int = 0) -> dict:
         raise CompileError(f"--run needs the emulator runtime (tf_popef_op.runtime), which cannot be "
                            f"imported ({e}); build it with `make build`") from None
     rng = np.random.default_rng(seed)
-    inputs = {}
-    for a in executable.anchors("input"):
+
+    def random_input(a):
         dtype = np.dtype(a["dtype"])
         if dtype.kind == "f":
-            inputs[a["name"]] = rng.uniform(0, 1, a["shape"]).astype(dtype)
-        elif dtype.kind == "b":
-            inputs[a["name"]] = rng.integers(0, 2, a["shape"]).astype(dtype)
-        else:
-            inputs[a["name"]] = rng.integers(0, 10, a["shape"]).astype(dtype)
-    outputs = {a["name"]: np.zeros(a["shape"], dtype=a["dtype"]) for a in executable.anchors("output")}
-    result = ModelRunner(executable).execute(inputs, outputs)
-    if isinstance(result, dict) and result:  # a runner may also return the outputs
-        outputs = {k: np.asarray(v) for k, v in result.items()}
-    out.write("ran once on the emulator with random inputs:\n")
-    for name, value in outputs.items():
+            return rng.uniform(0, 1, a["shape"]).astype(dtype)
+        if dtype.kind == "b":
+            return rng.integers(0, 2, a["shape"]).astype(dtype)
+        return rng.integers(0, 10, a["shape"]).astype(dtype)
+
+    runner = ModelRunner(executable)
+    shared = [a for a in executable.anchors("input") if a.get("subgraph") is None]  # fusion: the index
+    subgraphs = sorted({a.get("subgraph", 0) for a in executable.anchors() if a.get("subgraph") is not None})
+    all_outputs = {}
+    for index in subgraphs or [0]:
+        inputs = {a["name"]: random_input(a) for a in executable.anchors("input") if a.get("subgraph") == index}
+        inputs.update({a["name"]: np.full(a["shape"], index, a["dtype"]) for a in shared})
+        outputs = {a["name"]: np.zeros(a["shape"], dtype=a["dtype"]) for a in executable.anchors("output")
+                   if a.get("subgraph") == index}
+        result = runner.execute(inputs, outputs)
+        if isinstance(result, dict) and result:  # a runner may also return the outputs
+            outputs = {k: np.asarray(v) for k, v in result.items()}
+        all_outputs.update(outputs)
+    out.write("ran once on the emulator with random inputs" + (" (each subgraph once)" if shared else "") + ":\n")
+    for name, value in all_outputs.items():
         out.write(f"  {name}: {value.dtype} {list(value.shape)}\n")
-    return outputs
+    return all_outputs
 
 
 def main(argv: Optional[List[str]] = None) -> int:

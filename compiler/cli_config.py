@@ -1,5 +1,10 @@
-"""The CLI's settings: PopRT's flag names, their defaults, and reading/merging them from a
-single-model YAML file (keys = flag names without `--`; command-line flags override YAML)."""
+"""The CLI's settings: PopRT's flag names, their defaults, and reading/merging them from a YAML
+file (keys = flag names without `--`; command-line flags override YAML).
+
+A YAML file either describes one model, or lists several under `model_fusion` (PopRT's model
+fusion): then the top-level keys are global, an entry's own keys override them for that model,
+and FUSION_ENTRY_KEYS are the keys an entry may set.
+"""
 import os
 import re
 from typing import Any, Dict, List
@@ -79,6 +84,50 @@ def _str(value, where, key):
     return value
 
 
+def _fusion_entries(value, where, key) -> List[Dict[str, Any]]:
+    """The model_fusion list of the YAML file `where`: one dict of normalized settings per entry,
+    input_model resolved against the file's folder, plus "where" = the entry's label."""
+    if not isinstance(value, list):
+        raise ConfigError(f"{where}: {key} must be a list of models (each a mapping with input_model, input_shape, "
+                          f"precision...), got {type(value).__name__}")
+    if not value:
+        raise ConfigError(f"{where}: {key} is empty: list at least one model to fuse")
+    folder = os.path.dirname(os.path.abspath(where))
+    entries = []
+    for i, raw in enumerate(value):
+        label = f"{where}: {key}[{i}]"
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{label}: expected a mapping of settings (input_model: ..., input_shape: ...), "
+                              f"got {raw!r}")
+        entry: Dict[str, Any] = {"where": label}
+        for k, v in raw.items():
+            if k not in FUSION_ENTRY_KEYS:
+                if k in SETTINGS:
+                    raise ConfigError(f"{label}: {k} applies to the whole fused executable; set it at the top level "
+                                      f"of the file, not in a model_fusion entry")
+                raise ConfigError(f"{label}: unknown key '{k}'; valid keys of a model_fusion entry: "
+                                  f"{', '.join(FUSION_ENTRY_KEYS)}")
+            if k == "name":
+                v = _str(v, label, k)
+            elif k == "input_shape":
+                try:  # message "<entry>: bad input_shape 'X:1': ..." instead of the flag's wording
+                    v = parse_input_shapes(_shape_items(v, label), "input_shape")
+                except ConfigError as e:
+                    raise ConfigError(f"{label}: {e}" if not str(e).startswith(label) else str(e)) from None
+            else:
+                v = normalize(k, v, label)
+            if k == "input_model":
+                path = v if os.path.isabs(v) else os.path.normpath(os.path.join(folder, v))
+                if not os.path.isfile(path):
+                    raise ConfigError(f"{label}: input_model '{v}' not found (looked for {path})")
+                v = path
+            entry[k] = v
+        if "input_model" not in entry:
+            raise ConfigError(f"{label}: input_model is required")
+        entries.append(entry)
+    return entries
+
+
 # key -> (default, normalizer(value, where, key)); the YAML keys and the flag names.
 SETTINGS: Dict[str, Any] = {
     "input_model": (None, _str),
@@ -95,8 +144,11 @@ SETTINGS: Dict[str, Any] = {
     "passes": ([], _names),
     "skip_passes": ([], _names),
     "run": (False, _bool),
+    "model_fusion": (None, _fusion_entries),  # YAML only: None = one model
 }
 PATH_KEYS = ("input_model", "output_dir")
+FUSION_ENTRY_KEYS = ("input_model", "input_shape", "precision", "batch_size", "batch_axis", "max_tensor_size",
+                     "convert_version", "passes", "skip_passes", "name")
 
 
 def defaults() -> Dict[str, Any]:
@@ -109,7 +161,7 @@ def normalize(key: str, value, where: str):
 
 
 def read_yaml(path: str) -> Dict[str, Any]:
-    """Settings from a single-model YAML file, paths resolved against the file's folder."""
+    """Settings from a YAML file, paths resolved against the file's folder."""
     if not os.path.isfile(path):
         raise ConfigError(f"{path}: config file not found")
     try:
@@ -122,8 +174,12 @@ def read_yaml(path: str) -> Dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of settings at the top level, got {type(data).__name__}")
     if "model_fusion" in data:
-        raise ConfigError(f"{path}: model fusion is not supported yet (key 'model_fusion'); compile one model "
-                          f"per configuration")
+        if "input_model" in data:
+            raise ConfigError(f"{path}: input_model is given at the top level and model_fusion lists the models to "
+                              f"fuse; put input_model in each model_fusion entry instead")
+        if data.get("export_popef") is False:
+            raise ConfigError(f"{path}: export_popef is false, but model fusion produces only a PopEF file; set "
+                              f"export_popef: true (or leave it out)")
     settings = {}
     folder = os.path.dirname(os.path.abspath(path))
     for key, value in data.items():

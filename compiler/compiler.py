@@ -2,9 +2,10 @@
 
 Compiler.compile runs the default converter pipeline first (shape inference, constant folding,
 checks...), so an unconverted model compiles too; the passes are idempotent, so a model already
-converted by Converter is unchanged by it (precision is left as it is).
+converted by Converter is unchanged by it (precision is left as it is). Compiler.compile_fused
+fuses several models into one executable (compiler/fusion).
 """
-from typing import Optional, Sequence
+from typing import Mapping, Optional, Sequence, Union
 
 import onnx
 from onnx import helper
@@ -12,6 +13,7 @@ from onnx import helper
 from compiler.converter import Converter
 from compiler.errors import CompileError
 from compiler.executable import Executable
+from compiler.fusion import FusionEntry, fuse_models
 from compiler.lowering import lower_model
 from compiler.onnx_graph.model_io import ModelSource, load_model
 from compiler.onnx_graph.tensor_types import infer_types
@@ -31,6 +33,14 @@ class Compiler:
                               max_tensor_size=options.max_tensor_size, model_name=name)
         converted = converter.convert(model)
         return compile_converted(converted, options, name, converter.passes_run, converter.options)
+
+    @staticmethod
+    def compile_fused(entries: Sequence[Union[FusionEntry, Mapping]],
+                      options: Optional[CompilerOptions] = None) -> Executable:
+        """Model fusion: one executable whose subgraph i is entries[i], run when the `index`
+        input is i. entries: FusionEntry objects or mappings with the YAML entry keys
+        (input_model, input_shape, precision, batch_size, batch_axis, name...)."""
+        return fuse_models(entries, options)
 
 
 def compile_converted(model: onnx.ModelProto, options: CompilerOptions, model_name: str = "<model>",

@@ -1,7 +1,8 @@
 """A compiled model: the PopEF bytes plus their parsed Metadata and Executable JSON. The runtime's
 ModelRunner accepts it directly (it only calls `to_bytes()`)."""
+import json
 import os
-from typing import Dict, List, Union
+from typing import Dict, List, Optional, Union
 
 from compiler.popef.reader import PopefFile
 
@@ -35,6 +36,11 @@ class Executable:
 
     def anchors(self, direction: str = None) -> List[dict]:
         return [a for a in self.metadata["anchors"] if direction is None or a["direction"] == direction]
+
+    def opaque_json(self, name: str) -> Optional[dict]:
+        """The Opaque blob `name` parsed as JSON (e.g. "fusion", "compiler"); None if absent."""
+        payload = self.opaques.get(name)
+        return None if payload is None else json.loads(payload.decode("utf-8"))
 
     @property
     def weights_bytes(self) -> int:

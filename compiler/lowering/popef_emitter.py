@@ -1,10 +1,11 @@
 """LoweredGraphs + their arena plans + the WeightStore -> the PopEF Metadata and Executable JSON
 (docs/popef.md §2, §3) and the file's blobs.
 
-One subgraph: `main` holds its steps and the subgraph's program is "main". Several subgraphs
-(model fusion): each runs as its own program, named after the subgraph, and `main` is a single
-Switch step on the `index` input anchor. Tensor ids are global; the arena is shared by the
-subgraphs (one runs at a time), so its size is the largest plan.
+One subgraph without an index anchor: `main` holds its steps and the subgraph's program is
+"main". Several subgraphs, or any number with an index anchor (model fusion, even of one model):
+subgraph i runs as its own program "graph{i}" (not its name, which the user chooses and could be
+"main" or "load") and `main` is a single Switch step on the index input anchor. Tensor ids are
+global; the arena is shared by the subgraphs (one runs at a time), so its size is the largest plan.
 """
 import dataclasses
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -36,7 +37,7 @@ def emit_popef(subgraphs: Sequence[LoweredGraph], plans: Sequence[ArenaPlan], we
                ipu_version: str, num_ipus: int, opaques: Optional[Dict[str, object]] = None,
                index_anchor: Optional[IndexAnchor] = None) -> EmittedPopef:
     assert subgraphs and len(subgraphs) == len(plans)
-    fused = len(subgraphs) > 1
+    fused = len(subgraphs) > 1 or index_anchor is not None
     if fused and index_anchor is None:
         raise ValueError("several subgraphs need an index anchor to select one")
     arena_bytes = max(p.size for p in plans)
@@ -46,7 +47,7 @@ def emit_popef(subgraphs: Sequence[LoweredGraph], plans: Sequence[ArenaPlan], we
     subgraph_table, anchors = [], []
     if fused:
         programs["main"] = [{"op": "Switch", "index_anchor": index_anchor.name,
-                             "cases": [g.name for g in subgraphs]}]
+                             "cases": [fused_program_name(i) for i in range(len(subgraphs))]}]
         anchors.append({"name": index_anchor.name, "dtype": index_anchor.dtype, "shape": list(index_anchor.shape),
                         "direction": "input", "subgraph": None, "batch_axis": -1, "aliases": []})
     for index, (graph, plan) in enumerate(zip(subgraphs, plans)):
@@ -61,7 +62,7 @@ def emit_popef(subgraphs: Sequence[LoweredGraph], plans: Sequence[ArenaPlan], we
                 entry["offset"] = plan.offsets[t.name]
             ids[t.name] = entry["id"]
             tensors.append(entry)
-        program = graph.name if fused else "main"
+        program = fused_program_name(index) if fused else "main"
         programs[program] = [{"op": s.op, "name": s.name, "inputs": [ids[n] for n in s.inputs],
                               "outputs": [ids[n] for n in s.outputs], "attrs": s.attrs} for s in graph.steps]
         subgraph_table.append({"index": index, "name": graph.name, "program": program,
@@ -90,6 +91,10 @@ def emit_popef(subgraphs: Sequence[LoweredGraph], plans: Sequence[ArenaPlan], we
     blobs += [(BlobType.TENSOR_DATA, w.name, w.data.tobytes()) for w in weights.entries]
     blobs += [(BlobType.OPAQUE, name, json_payload(content)) for name, content in (opaques or {}).items()]
     return EmittedPopef(metadata, executable, encode_popef(blobs))
+
+
+def fused_program_name(index: int) -> str:
+    return f"graph{index}"
 
 
 def _order_anchors(anchors: List[dict], subgraphs: Sequence[LoweredGraph]) -> None:

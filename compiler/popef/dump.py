@@ -131,12 +131,45 @@ def render_text(doc: dict) -> str:
     lines.append("")
     lines.append(f"Opaques ({len(doc['opaques'])}):")
     for o in doc["opaques"]:
-        lines.append(f"  {o['name']} ({o['size']:,} bytes)")
-        if o["json"] is not None:
+        fusion = _fusion_lines(o["json"]) if o["name"] == "fusion" else None
+        if fusion is not None:
+            lines.append(f"  {o['name']} ({o['size']:,} bytes): {fusion[0]}")
+            lines += fusion[1:]
+        elif o["json"] is not None:
+            lines.append(f"  {o['name']} ({o['size']:,} bytes)")
             lines += ["    " + line for line in json.dumps(o["json"], indent=2).splitlines()]
         else:
+            lines.append(f"  {o['name']} ({o['size']:,} bytes)")
             lines.append("    (not JSON)")
     return "\n".join(lines) + "\n"
+
+
+def _fusion_lines(fusion) -> Optional[List[str]]:
+    """The model fusion map (compiler/fusion/fusion_map.py) as two tables: the subgraphs, and
+    each fused anchor with its original name. None if the blob does not have that layout (then
+    it is shown as JSON)."""
+    try:
+        index = fusion["index_anchor"]
+        subgraphs = fusion["subgraphs"]
+        title = (f"model fusion map, {len(subgraphs)} subgraph{'' if len(subgraphs) == 1 else 's'} selected by "
+                 f"input '{index['name']}' ({index['dtype']} {_shape(index.get('shape'))})")
+        models = [[sg["index"], sg["name"], sg.get("precision", "?"), sg.get("opset", "?"), sg.get("batch_size", "?"),
+                   sg.get("batch_axis", "?"), sg.get("source_model", "?")] for sg in subgraphs]
+        anchors = []
+        for sg in subgraphs:
+            aliases = sg.get("aliases", {})
+            for direction in ("inputs", "outputs"):
+                for fused, original in sg[direction].items():
+                    anchors.append([sg["index"], fused, direction[:-1], original, ", ".join(aliases.get(fused, []))])
+    except (KeyError, TypeError, AttributeError):
+        return None
+    lines = [title]
+    lines += ["  " + line for line in _table(models, ["index", "name", "precision", "opset", "batch size",
+                                                      "batch axis", "source model"])]
+    lines.append("")
+    lines += ["  " + line for line in _table(anchors, ["subgraph", "fused anchor", "direction", "original name",
+                                                       "aliases"])]
+    return lines
 
 
 def _step_text(step: dict) -> str:

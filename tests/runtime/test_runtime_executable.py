@@ -1,5 +1,7 @@
 """Executable validation: each inconsistency in Metadata/Executable JSON is refused with an error
 naming the file and the field (or op/node), never a crash at run time."""
+import copy
+
 import numpy as np
 import pytest
 
@@ -140,3 +142,57 @@ def test_executable_hash_tracks_weights():
     finally:
         for r in (a, b, c):
             r.close()
+
+
+def _mutation_points(obj):
+    """All (container, key) pairs of a JSON tree, to pick a mutation point from."""
+    points = []
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            points.append((obj, k))
+            points.extend(_mutation_points(v))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            points.append((obj, i))
+            points.extend(_mutation_points(v))
+    return points
+
+
+JUNK = [None, -1, 0, 1, 3, 63, 64, 2 ** 31, 2 ** 62, 2 ** 64 + 1, -2 ** 63, 1.5, "", "X", "index", "main",
+        "float16", "int8", "bool", "Switch", "LoadTensorData", "Reshape", "Concat", "Transpose", [], [0], [1, 1],
+        [4, 2], [-1], {}, {"axis": 0}, True]
+
+
+def fuzzed_models(count, seed=99):
+    """Models with 1-3 random JSON fields replaced by junk: valid checksums, hostile contents."""
+    rng = np.random.default_rng(seed)
+    factories = [add_model, lambda: weight_model(W), fused_model, lambda: add_model(shape=(2, 4, 3))]
+    for i in range(count):
+        model = factories[i % len(factories)]()
+        for _ in range(int(rng.integers(1, 4))):
+            tree = model.metadata if rng.random() < 0.4 else model.executable
+            points = _mutation_points(tree)
+            container, key = points[int(rng.integers(0, len(points)))]
+            if rng.random() < 0.15 and isinstance(container, dict):
+                del container[key]
+            else:
+                container[key] = copy.deepcopy(JUNK[int(rng.integers(0, len(JUNK)))])
+        yield model
+
+
+def test_json_fuzz_never_crashes():
+    """Hostile but well-formed files must fail with runtime.Error or run; a crash kills the run."""
+    outcome = {"ok": 0, "error": 0}
+    for model in fuzzed_models(800):
+        try:
+            with runtime.ModelRunner(model, runtime.RuntimeConfig(validate_io_params=False, batching_dim=0,
+                                                                  timeout_ns=0)) as runner:
+                feed = {d.name: np.zeros(d.shape, d.numpy_data_type()) for d in runner.get_execute_inputs()}
+                try:
+                    runner.execute(feed)
+                except runtime.Error:
+                    pass
+            outcome["ok"] += 1
+        except runtime.Error:
+            outcome["error"] += 1
+    assert outcome["error"] > 300 and outcome["ok"] > 0, outcome

@@ -24,8 +24,10 @@ void Device::PrepareLoad(uint64_t weights_bytes, uint64_t arena_bytes) {
   }
   // Reallocate only when growing: switching executables should cost the copy, not malloc.
   // At least one aligned block, so even an empty region has a valid base pointer.
-  if (weights_.size() < std::max<uint64_t>(weights_bytes, kDeviceAlignment)) weights_.Resize(std::max<uint64_t>(weights_bytes, kDeviceAlignment));
-  if (arena_.size() < std::max<uint64_t>(arena_bytes, kDeviceAlignment)) arena_.Resize(std::max<uint64_t>(arena_bytes, kDeviceAlignment));
+  const uint64_t weights_size = std::max<uint64_t>(weights_bytes, kDeviceAlignment);
+  const uint64_t arena_size = std::max<uint64_t>(arena_bytes, kDeviceAlignment);
+  if (weights_.size() < weights_size) weights_.Resize(weights_size);
+  if (arena_.size() < arena_size) arena_.Resize(arena_size);
 }
 
 void Device::FinishLoad(uint64_t hash, int64_t elapsed_ns) {

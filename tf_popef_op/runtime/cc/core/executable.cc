@@ -33,7 +33,8 @@ std::string Join(const std::vector<std::string>& items) {
 
 std::string AllDTypeNames() {
   std::string s;
-  for (int i = 0; i <= static_cast<int>(DType::kBool); ++i) s += (i ? " " : "") + std::string(DTypeName(static_cast<DType>(i)));
+  for (int i = 0; i <= static_cast<int>(DType::kBool); ++i)
+    s += (i ? " " : "") + std::string(DTypeName(static_cast<DType>(i)));
   return s;
 }
 
@@ -471,7 +472,8 @@ class Executable::Parser {
           throw Error(ErrorCode::kInternal,
                       src_ + ": program '" + p.name + "' step #" + std::to_string(j) + ": " + where + ": " + e.what());
         }
-        if (!s.kernel) Fail("program '" + p.name + "': the kernel factory for " + where + " returned nothing", ErrorCode::kInternal);
+        if (!s.kernel)
+          Fail("program '" + p.name + "': the kernel factory for " + where + " returned nothing", ErrorCode::kInternal);
         exe_.scratch_bytes_ = std::max(exe_.scratch_bytes_, s.kernel->scratch_bytes());
       }
     }

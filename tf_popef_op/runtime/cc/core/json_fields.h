@@ -80,7 +80,8 @@ class JsonObject {
                             int64_t max = std::numeric_limits<int64_t>::max()) const {
     std::vector<int64_t> out;
     const auto& a = Array(key);
-    for (size_t i = 0; i < a.size(); ++i) out.push_back(CheckedInt(a[i], Path(key) + "[" + std::to_string(i) + "]", min, max));
+    for (size_t i = 0; i < a.size(); ++i)
+      out.push_back(CheckedInt(a[i], Path(key) + "[" + std::to_string(i) + "]", min, max));
     return out;
   }
 

@@ -284,7 +284,9 @@ std::shared_ptr<Request> ModelRunner::Validate(const std::vector<HostTensor>& in
         Invalid(what + ": expected shape " + ShapeToString(a.desc.shape) + " (any size along batch axis " +
                 std::to_string(l.axis) + "), got " + ShapeToString(t.shape));
       const int64_t n = t.shape[l.axis];
-      if (n < 1) Invalid(what + ": batch size " + std::to_string(n) + " along axis " + std::to_string(l.axis) + "; expected at least 1");
+      if (n < 1)
+        Invalid(what + ": batch size " + std::to_string(n) + " along axis " + std::to_string(l.axis) +
+                "; expected at least 1");
       if (!plan.dynamic && n % plan.batch != 0)
         Invalid(what + ": batch size " + std::to_string(n) + " along axis " + std::to_string(l.axis) +
                 " is not a multiple of the compiled batch size " + std::to_string(plan.batch) + " (got shape " +

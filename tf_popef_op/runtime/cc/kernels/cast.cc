@@ -3,11 +3,13 @@
 //   float -> int:    truncate toward zero, then saturate to the target's range; NaN -> 0
 //                    (so -1.5 -> uint8 is 0 and 1e10 -> int32 is INT32_MAX).
 //   int -> int:      modular (two's complement wrap), like numpy's astype.
+//   int -> float:    nearest representable value (e.g. int64 -> float32 may round).
 //   any -> bool:     x != 0 (NaN is true, -0.0 is false).
 //   bool -> any:     0 or 1.
 //   -> float16:      round to nearest even once. float64 goes through float32 with
 //                    round-to-odd so that the double rounding stays exact.
 //   float16 -> any:  exact widening to float32, then the float rules above.
+//   float16 <-> float32 use the bulk converters of fp16_convert.h (F16C when available).
 // The conversion function is chosen once at prepare from a 12 x 12 template table.
 #include <cmath>
 #include <cstdint>
@@ -59,8 +61,6 @@ inline float DoubleToFloatRoundToOdd(double d) {
 
 template <typename T>
 constexpr bool kIsPlainFloat = std::is_floating_point_v<T>;
-template <typename T>
-constexpr bool kIsPlainInt = std::is_integral_v<T>;
 
 template <typename Dst, typename Src>
 Dst Convert(Src s) {

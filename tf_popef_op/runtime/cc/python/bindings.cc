@@ -32,7 +32,8 @@ std::string ListRepr(const std::vector<int64_t>& v) { return ShapeToString(v); }
 // --- RuntimeConfig ---------------------------------------------------------------------
 
 int64_t TimeoutNs(const py::handle& value) {
-  static py::object& timedelta = *new py::object(py::module_::import("datetime").attr("timedelta"));  // leaked: must not be released after Python finalizes
+  // Leaked on purpose (as in numpy_tensors.h): never released after Python finalized.
+  static py::object& timedelta = *new py::object(py::module_::import("datetime").attr("timedelta"));
   int64_t ns;
   if (py::isinstance(value, timedelta)) {
     const int64_t days = value.attr("days").cast<int64_t>();
@@ -250,7 +251,7 @@ class PyModelRunner {
 
  private:
   static std::shared_ptr<const PopefReader> Read(const py::object& popef) {
-    static py::object& os = *new py::object(py::module_::import("os"));  // leaked: must not be released after Python finalizes
+    static py::object& os = *new py::object(py::module_::import("os"));  // leaked, see TimeoutNs
     if (py::isinstance<py::str>(popef) || py::hasattr(popef, "__fspath__")) {
       const std::string path = os.attr("fsdecode")(os.attr("fspath")(popef)).cast<std::string>();
       py::gil_scoped_release release;
@@ -295,8 +296,12 @@ class PyModelRunner {
         if (anchor >= 0) p.given_outputs[py::str(runner_->executable().anchors()[anchor].name)] = value;
       }
     }
-    {
+    if (runner_->config().thread_safe) {
       py::gil_scoped_release release;  // Enqueue may block while the queues are full
+      p.request = runner_->ExecuteAsync(ins, outs);
+    } else {
+      // Without thread safety the queues allow one producer at a time: keeping the GIL makes
+      // concurrent Python callers take turns (the device thread never needs the GIL).
       p.request = runner_->ExecuteAsync(ins, outs);
     }
     return p;

@@ -16,7 +16,9 @@ namespace python {
 
 namespace py = pybind11;
 
-inline std::string DescribeDType(const py::dtype& dt) { return py::str(static_cast<const py::handle&>(dt)).cast<std::string>(); }
+inline std::string DescribeDType(const py::dtype& dt) {
+  return py::str(static_cast<const py::handle&>(dt)).cast<std::string>();
+}
 
 // The PopEF dtype of a numpy dtype; kInvalidArgument naming `what` if there is none.
 inline DType ToDType(const py::dtype& dt, const std::string& what) {
@@ -63,8 +65,9 @@ inline std::vector<int64_t> ShapeOf(const py::array& a) {
 
 // An input value as a C-contiguous array (kept alive by the caller) and its HostTensor.
 inline py::array AsInputArray(const py::handle& value) {
-  static py::object& asarray = *new py::object(py::module_::import("numpy").attr("asarray"));  // leaked: must not be released after Python finalizes
-  static py::object& ascontiguousarray = *new py::object(py::module_::import("numpy").attr("ascontiguousarray"));  // leaked: must not be released after Python finalizes
+  // Leaked on purpose: a static py::object would be released after Python finalized.
+  static py::object& asarray = *new py::object(py::module_::import("numpy").attr("asarray"));
+  static py::object& ascontiguousarray = *new py::object(py::module_::import("numpy").attr("ascontiguousarray"));
   py::array arr = asarray(value).cast<py::array>();
   if (!(arr.flags() & py::array::c_style)) arr = ascontiguousarray(arr).cast<py::array>();
   return arr;
