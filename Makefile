@@ -28,7 +28,10 @@ build: $(STAMP)
 	@$(PIP) show --quiet tf-popef >/dev/null 2>&1 || $(PIP) install --quiet --no-build-isolation --no-deps -e .
 
 demo: build
+	@echo "== dynamic batch size: compile an Add model at batch 4, run batches 1, 4, 7"
 	cd examples/dynamic_batch_size && ../../$(PY) dynamic_batch_size.py
+	@echo "== model fusion: fuse model0 (fp32) and model1 (fp16) into one PopEF, inspect it, run both"
+	cd examples/model_fusion && ../../$(PY) compile.py && ../../$(VENV)/bin/popef_dump executable.popef && ../../$(PY) run.py && echo "run.py: both subgraphs gave the expected results"
 
 test: build
 	$(PY) -m pytest -q tests
