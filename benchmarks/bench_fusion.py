@@ -9,23 +9,16 @@ see the same machine noise; device reload counts and times come from DeviceManag
     .venv/bin/python benchmarks/bench_fusion.py [--sizes 512 1024 1024 64] [--batch 1] [--iters 200]
 """
 import argparse
-import os
 import platform
 import statistics
 import time
 
-# Before the runtime loads OpenBLAS: the runtime means to run BLAS single-threaded (its kernels
-# already run on one thread per device), but in this build its OpenBLAS still reports 2 threads;
-# with 3 runners on a 2-core machine the spinning BLAS threads then stall requests by ~24 ms
-# at random, which swamps what is measured here. Set OPENBLAS_NUM_THREADS to override.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
 
-import numpy as np  # noqa: E402
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-
-from compiler import Compiler  # noqa: E402
-from compiler.fusion import fuse_models  # noqa: E402
-from tf_popef_op.runtime import DeviceManager, ModelRunner, RuntimeConfig  # noqa: E402
+from compiler import Compiler
+from compiler.fusion import fuse_models
+from tf_popef_op.runtime import DeviceManager, ModelRunner, RuntimeConfig
 
 
 def build_mlp(batch, sizes, seed):
@@ -129,7 +122,7 @@ def main():
             ("(b) two executables, one shared device", sm, sp, stats[shared_device])]
     print(f"# bench_fusion: {platform.processor() or platform.machine()}, {args.iters} A/B pairs per setup, "
           f"batch {args.batch}, MLP {'x'.join(map(str, args.sizes))} ({weight_mb:.1f} MB of weights per model), "
-          f"{ipu_version}, OPENBLAS_NUM_THREADS={os.environ['OPENBLAS_NUM_THREADS']}\n")
+          f"{ipu_version}\n")
     print("| setup | median ms/request | p90 ms/request | device loads | reloads | total load time ms | "
           "load ms per reload |")
     print("|---|---:|---:|---:|---:|---:|---:|")
