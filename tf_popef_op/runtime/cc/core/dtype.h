@@ -57,6 +57,27 @@ inline bool IsInteger(DType t) {
   return t != DType::kFloat32 && t != DType::kFloat16 && t != DType::kFloat64 && t != DType::kBool;
 }
 
+// The value of an integer scalar at `p`; `ok` is false for non-integer dtypes and for uint64
+// values that do not fit in int64 (e.g. a subgraph index read from any integer anchor).
+inline int64_t ReadIntegerScalar(DType dtype, const void* p, bool* ok) {
+  *ok = true;
+  switch (dtype) {
+    case DType::kInt8: return *static_cast<const int8_t*>(p);
+    case DType::kInt16: return *static_cast<const int16_t*>(p);
+    case DType::kInt32: return *static_cast<const int32_t*>(p);
+    case DType::kInt64: return *static_cast<const int64_t*>(p);
+    case DType::kUInt8: return *static_cast<const uint8_t*>(p);
+    case DType::kUInt16: return *static_cast<const uint16_t*>(p);
+    case DType::kUInt32: return *static_cast<const uint32_t*>(p);
+    case DType::kUInt64: {
+      const uint64_t v = *static_cast<const uint64_t*>(p);
+      *ok = v <= static_cast<uint64_t>(INT64_MAX);
+      return static_cast<int64_t>(v);
+    }
+    default: *ok = false; return 0;
+  }
+}
+
 // A tensor's static type: dtype and shape (row-major, C order).
 struct TensorDesc {
   DType dtype = DType::kFloat32;

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <limits>
 
 #include "tf_popef_op/runtime/cc/core/device_manager.h"
 
@@ -20,26 +19,6 @@ std::string QuotedList(const std::vector<std::string>& names) {
 }
 
 [[noreturn]] void Invalid(const std::string& what) { throw Error(ErrorCode::kInvalidArgument, what); }
-
-// The value of an integer scalar; `ok` is false when it does not fit in int64.
-int64_t ReadInteger(DType dtype, const void* p, bool* ok) {
-  *ok = true;
-  switch (dtype) {
-    case DType::kInt8: return *static_cast<const int8_t*>(p);
-    case DType::kInt16: return *static_cast<const int16_t*>(p);
-    case DType::kInt32: return *static_cast<const int32_t*>(p);
-    case DType::kInt64: return *static_cast<const int64_t*>(p);
-    case DType::kUInt8: return *static_cast<const uint8_t*>(p);
-    case DType::kUInt16: return *static_cast<const uint16_t*>(p);
-    case DType::kUInt32: return *static_cast<const uint32_t*>(p);
-    case DType::kUInt64: {
-      const uint64_t v = *static_cast<const uint64_t*>(p);
-      *ok = v <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
-      return static_cast<int64_t>(v);
-    }
-    default: *ok = false; return 0;
-  }
-}
 
 void WriteInteger(DType dtype, int64_t v, void* p) {
   switch (dtype) {
@@ -226,7 +205,7 @@ std::shared_ptr<Request> ModelRunner::Validate(const std::vector<HostTensor>& in
       Invalid("input " + Quote(ia.name) + ": expected shape [] or [1], got " + ShapeToString(t.shape));
     if (t.data == nullptr) Invalid("input " + Quote(ia.name) + " has no data");
     bool ok;
-    const int64_t value = ReadInteger(t.dtype, t.data, &ok);
+    const int64_t value = ReadIntegerScalar(t.dtype, t.data, &ok);
     if (!ok || value < 0 || value >= static_cast<int64_t>(subgraphs.size()))
       Invalid(ia.name + " " + (ok ? std::to_string(value) : std::to_string(*static_cast<const uint64_t*>(t.data))) +
               " out of range: the executable has " + std::to_string(subgraphs.size()) + " subgraphs (" + range + ")");

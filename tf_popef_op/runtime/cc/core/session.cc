@@ -3,27 +3,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <limits>
 
 namespace tfpopef {
 namespace {
 
-// The value of an integer scalar; -1 for values no subgraph index can have.
+// A subgraph index read from the index anchor; -1 for values no subgraph index can have.
 int64_t ReadIndex(DType dtype, const void* p) {
-  switch (dtype) {
-    case DType::kInt8: return *static_cast<const int8_t*>(p);
-    case DType::kInt16: return *static_cast<const int16_t*>(p);
-    case DType::kInt32: return *static_cast<const int32_t*>(p);
-    case DType::kInt64: return *static_cast<const int64_t*>(p);
-    case DType::kUInt8: return *static_cast<const uint8_t*>(p);
-    case DType::kUInt16: return *static_cast<const uint16_t*>(p);
-    case DType::kUInt32: return *static_cast<const uint32_t*>(p);
-    case DType::kUInt64: {
-      const uint64_t v = *static_cast<const uint64_t*>(p);
-      return v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ? -1 : static_cast<int64_t>(v);
-    }
-    default: return -1;
-  }
+  bool ok = false;
+  const int64_t v = ReadIntegerScalar(dtype, p, &ok);
+  return ok ? v : -1;
 }
 
 }  // namespace
