@@ -16,8 +16,9 @@ $(PY):
 	$(PIP) install --quiet --upgrade pip
 
 # Dependencies are reinstalled only when a requirements file changes.
-$(STAMP): $(PY) requirements.txt requirements-build.txt requirements-test.txt
+$(STAMP): $(PY) requirements.txt requirements-build.txt requirements-test.txt requirements-serving-nodeps.txt
 	$(PIP) install --quiet -r requirements-build.txt -r requirements-test.txt
+	$(PIP) install --quiet --no-deps -r requirements-serving-nodeps.txt
 	touch $@
 
 venv: $(STAMP)
@@ -32,6 +33,8 @@ demo: build
 	cd examples/dynamic_batch_size && ../../$(PY) dynamic_batch_size.py
 	@echo "== model fusion: fuse model0 (fp32) and model1 (fp16) into one PopEF, inspect it, run both"
 	cd examples/model_fusion && ../../$(PY) compile.py && ../../$(VENV)/bin/popef_dump executable.popef && ../../$(PY) run.py && echo "run.py: both subgraphs gave the expected results"
+	@echo "== serving: fuse three models, export a SavedModel, serve it, gRPC + REST predicts vs the originals"
+	cd examples/serving_demo && ../../$(PY) run_demo.py
 
 test: build
 	$(PY) -m pytest -q tests

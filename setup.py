@@ -70,6 +70,16 @@ class CMakeBuild(build_ext):
             stamp.write_text(wanted)
         jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL") or str(os.cpu_count() or 1)
         subprocess.check_call([cmake, "--build", str(build_dir), "-j", jobs])
+        self._build_tf_op(package_dir, build_dir.parent / (build_dir.name.replace("cmake", "op")), int(jobs))
+
+    def _build_tf_op(self, package_dir: Path, build_dir: Path, jobs: int):
+        # The PopefExecute TF op (tf_popef_op/op), built with g++ and tf.sysconfig flags against
+        # the installed TensorFlow, linked to the runtime library just built.
+        import runpy
+
+        import nlohmann_json
+        op_build = runpy.run_path(str(ROOT / "tf_popef_op" / "op" / "build_op_library.py"))
+        op_build["build"](package_dir, build_dir, nlohmann_json.get_include(), jobs=min(jobs, 2))
 
     def get_outputs(self):
         # The extension module's path, as setuptools computes it (wheel RECORD, editable map).
@@ -104,6 +114,9 @@ setup(
         "console_scripts": [
             "popef-compile = compiler.cli:main",
             "popef_dump = compiler.popef.dump:main",
+            "popef-export = serving.export:main",
+            "popef-model-server = serving.model_server.server:main",
+            "popef-client = serving.client.cli:main",
         ],
     },
     zip_safe=False,

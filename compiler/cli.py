@@ -41,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="popef-compile", argument_default=argparse.SUPPRESS,
                                 description="Convert an ONNX model and compile it to a PopEF file for the "
                                             "IPU emulator (PopRT-compatible flags).")
-    p.add_argument("--input_model", help="ONNX model file")
+    p.add_argument("--input_model", help="ONNX model file, TensorFlow SavedModel folder or .keras file")
+    p.add_argument("--signature_name", help="TensorFlow SavedModel signature to export (default serving_default)")
     p.add_argument("--input_shape", nargs="+", action="extend", metavar="NAME=d0,d1",
                    help="set input shapes, e.g. --input_shape X=4,2 Y=4,2 (repeatable)")
     p.add_argument("--precision", choices=["fp32", "fp16"], help="fp16 converts float32 to float16 (default fp32)")
@@ -52,7 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ipu_version", choices=["ipu2", "ipu21"], help="target device (default ipu2)")
     p.add_argument("--batch_size", type=int, help="fix dim batch_axis of every input to this")
     p.add_argument("--batch_axis", type=int, help="the batch dimension (default 0)")
-    p.add_argument("--convert_version", type=int, help="convert the model to this opset first")
+    p.add_argument("--convert_version", type=int,
+                   help="convert the model to this opset first (TensorFlow models: export to it, default 17)")
     p.add_argument("--passes", help="comma list: run only these passes")
     p.add_argument("--skip_passes", help="comma list: passes not to run")
     p.add_argument("--list_all_passes", action="store_true", help="print the passes and exit")
@@ -104,7 +106,7 @@ def compile_from_settings(s: dict, out=sys.stdout) -> Executable:
     converter = Converter(input_shape=s["input_shape"], precision=s["precision"], batch_size=s["batch_size"],
                           batch_axis=s["batch_axis"], max_tensor_size=s["max_tensor_size"],
                           used_passes=s["passes"] or None, skip_passes=s["skip_passes"] or None,
-                          convert_version=s["convert_version"])
+                          convert_version=s["convert_version"], signature_name=s["signature_name"])
     model_path = s["input_model"]
     converted = converter.convert(model_path)
     executable = compile_converted(converted, options, model_path, converter.passes_run, converter.options)

@@ -12,6 +12,7 @@ from typing import Any, Dict, List
 import yaml
 
 from compiler.errors import ConfigError
+from compiler.frontends import is_tensorflow_model
 
 _SHAPE_RE = re.compile(r"^\s*([^=\s]+)\s*=\s*(\d+(?:\s*,\s*\d+)*)?\s*$")
 
@@ -118,8 +119,9 @@ def _fusion_entries(value, where, key) -> List[Dict[str, Any]]:
                 v = normalize(k, v, label)
             if k == "input_model":
                 path = v if os.path.isabs(v) else os.path.normpath(os.path.join(folder, v))
-                if not os.path.isfile(path):
-                    raise ConfigError(f"{label}: input_model '{v}' not found (looked for {path})")
+                if not (os.path.isfile(path) or is_tensorflow_model(path)):
+                    raise ConfigError(f"{label}: input_model '{v}' not found (looked for {path}; expected an ONNX "
+                                      f"file, a TensorFlow SavedModel folder or a .keras file)")
                 v = path
             entry[k] = v
         if "input_model" not in entry:
@@ -141,6 +143,7 @@ SETTINGS: Dict[str, Any] = {
     "batch_size": (None, lambda v, w, k: None if v is None else _int(v, w, k, minimum=1)),
     "batch_axis": (0, lambda v, w, k: _int(v, w, k, minimum=0)),
     "convert_version": (None, lambda v, w, k: None if v is None else _int(v, w, k, minimum=1)),
+    "signature_name": (None, lambda v, w, k: None if v is None else _str(v, w, k)),
     "passes": ([], _names),
     "skip_passes": ([], _names),
     "run": (False, _bool),
@@ -148,7 +151,7 @@ SETTINGS: Dict[str, Any] = {
 }
 PATH_KEYS = ("input_model", "output_dir")
 FUSION_ENTRY_KEYS = ("input_model", "input_shape", "precision", "batch_size", "batch_axis", "max_tensor_size",
-                     "convert_version", "passes", "skip_passes", "name")
+                     "convert_version", "signature_name", "passes", "skip_passes", "name")
 
 
 def defaults() -> Dict[str, Any]:

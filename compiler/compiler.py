@@ -23,14 +23,18 @@ from compiler.options import CompilerOptions
 class Compiler:
     @staticmethod
     def compile(model: ModelSource, outputs: Optional[Sequence[str]] = None,
-                options: Optional[CompilerOptions] = None) -> Executable:
-        """model: ONNX bytes, a ModelProto or a file path; outputs: the tensors to return (the
-        graph's outputs when None)."""
+                options: Optional[CompilerOptions] = None, signature_name: Optional[str] = None,
+                convert_version: Optional[int] = None) -> Executable:
+        """model: ONNX bytes, a ModelProto, an ONNX file path, a TensorFlow SavedModel folder or a
+        `.keras` file; outputs: the tensors to return (the graph's outputs when None).
+        signature_name / convert_version: for TensorFlow models, the SavedModel signature to
+        export (default serving_default) and the ONNX opset to export to (default 17)."""
         options = (options if options is not None else CompilerOptions()).validate()
-        model, name = load_model(model)
+        model, name = load_model(model, signature_name=signature_name, tf_opset=convert_version)
         model = select_outputs(model, outputs, name)
         converter = Converter(batch_size=options.batch_size, batch_axis=options.batch_axis,
-                              max_tensor_size=options.max_tensor_size, model_name=name)
+                              max_tensor_size=options.max_tensor_size, model_name=name,
+                              convert_version=convert_version)
         converted = converter.convert(model)
         return compile_converted(converted, options, name, converter.passes_run, converter.options)
 

@@ -1,1 +1,6 @@
-"""TF-Serving-compatible model server for PopEF models (gRPC + REST)."""
+"""Serving PopEF models with TensorFlow.
+
+    serving.export         PopEF -> SavedModel whose signatures call the PopefExecute op
+                           (`popef-export` / `python -m serving.export`; docs/tensorflow_serving.md)
+    serving.model_server   TF-Serving-compatible model server (gRPC + REST)
+"""

@@ -28,7 +28,8 @@ class Converter:
                  skip_passes: Optional[Sequence[str]] = None,
                  convert_version: Optional[int] = None,
                  model_name: Optional[str] = None,
-                 logger=None):
+                 logger=None,
+                 signature_name: Optional[str] = None):
         self.ctx_args = dict(input_shape=dict(input_shape or {}), precision=precision, batch_size=batch_size,
                              batch_axis=0 if batch_axis is None else batch_axis, max_tensor_size=max_tensor_size)
         PassContext(**self.ctx_args)  # validates the options now, not at convert()
@@ -36,11 +37,13 @@ class Converter:
         self.convert_version = convert_version
         self.options = dict(self.ctx_args, convert_version=convert_version, pipeline=list(self.pipeline))
         self.model_name = model_name
+        self.signature_name = signature_name  # TensorFlow models only: the SavedModel signature to export
         self.logger = logger
         self.passes_run: List[str] = []
 
     def convert(self, model: ModelSource) -> onnx.ModelProto:
-        model, name = load_model(model, self.model_name)
+        # A TensorFlow model is exported straight to convert_version (default 17), so no conversion follows.
+        model, name = load_model(model, self.model_name, self.signature_name, self.convert_version)
         ctx = PassContext(model_name=name, **self.ctx_args)
         if self.logger is not None:
             ctx.logger = self.logger

@@ -10,6 +10,8 @@ DEFAULT_PIPELINE: List[str] = [
     "input_shape_override",          # --input_shape
     "const_batch_size",              # --batch_size
     "constant_folding",              # also folds Shape/Size of static tensors
+    "unroll_control_flow",           # Loop/If with constant trip counts/conditions (tf2onnx's RNNs); refolds
+    "decompose_einsum",              # Einsum -> Transpose/Reshape/MatMul (needs the static shapes)
     "float_to_half",                 # --precision fp16; after folding so constants fold in fp32
     "eliminate_identity",
     "eliminate_nop_cast",

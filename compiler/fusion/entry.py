@@ -14,6 +14,7 @@ import onnx
 from compiler.cli_config import FUSION_ENTRY_KEYS, parse_input_shapes
 from compiler.converter.context import PRECISIONS
 from compiler.errors import ConfigError
+from compiler.frontends import is_tensorflow_model
 from compiler.onnx_graph.model_io import ModelSource
 
 # Later a subgraph's name becomes a SavedModel signature name, so keep it to a safe alphabet.
@@ -24,13 +25,14 @@ ShapeSpec = Union[Dict[str, Sequence[int]], Sequence[str], str, None]
 
 @dataclasses.dataclass
 class FusionEntry:
-    input_model: ModelSource                 # ONNX file path, serialized bytes or ModelProto
+    input_model: ModelSource                 # ONNX file, bytes, ModelProto, SavedModel folder or .keras file
     input_shape: ShapeSpec = None            # {"X": [1, 2]} or ["X=1,2", ...]
     precision: str = "fp32"                  # "fp32" or "fp16"
     batch_size: Optional[int] = None         # None: CompilerOptions.batch_size, else the inputs' dims
     batch_axis: Optional[int] = None         # None: CompilerOptions.batch_axis
     max_tensor_size: Optional[int] = None    # None: CompilerOptions.max_tensor_size
-    convert_version: Optional[int] = None    # convert the model to this opset first
+    convert_version: Optional[int] = None    # convert the model to this opset first (TF models: export to it)
+    signature_name: Optional[str] = None     # TF SavedModel signature to export (default serving_default)
     passes: Optional[List[str]] = None       # run only these converter passes
     skip_passes: Optional[List[str]] = None  # converter passes not to run
     name: Optional[str] = None               # subgraph name; default "graph{i}"
@@ -60,7 +62,7 @@ def _check_entry(entry: FusionEntry, index: int) -> FusionEntry:
         raise ConfigError(f"{where}: input_model is required")
     if isinstance(entry.input_model, (str, os.PathLike)):
         path = os.fspath(entry.input_model)
-        if not os.path.isfile(path):
+        if not (os.path.isfile(path) or is_tensorflow_model(path)):
             raise ConfigError(f"{where}: input_model '{path}' "
                               f"{'not found' if not os.path.exists(path) else 'is not a file'}")
     elif not isinstance(entry.input_model, (bytes, bytearray, memoryview, onnx.ModelProto)):

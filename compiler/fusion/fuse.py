@@ -106,7 +106,7 @@ def _lower_one(index: int, entry: FusionEntry, options: CompilerOptions,
     except CompileError as e:
         raise _with_where(e, entry.where) from None
     try:
-        model, _ = load_model(entry.input_model, label)
+        model, _ = load_model(entry.input_model, label, entry.signature_name, entry.convert_version)
     except CompileError as e:
         raise _with_where(e, entry.where) from None
     _check_unique_outputs(model, index, label)

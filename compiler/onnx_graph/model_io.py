@@ -1,19 +1,27 @@
 """Reading the user's model: a file path, serialized bytes or a ModelProto (copied, so the
-caller's object is never modified by the passes)."""
+caller's object is never modified by the passes). A TensorFlow SavedModel folder or `.keras`
+file path is exported to ONNX first (compiler/frontends, TensorFlow imported only then)."""
 import os
-from typing import Tuple, Union
+from typing import Optional, Tuple, Union
 
 import onnx
 from onnx import TensorProto
 
 from compiler.errors import ModelLoadError
+from compiler.frontends import is_tensorflow_model, tensorflow_to_onnx
 
 ModelSource = Union[str, os.PathLike, bytes, bytearray, onnx.ModelProto]
 
 
-def load_model(source: ModelSource, model_name: str = None) -> Tuple[onnx.ModelProto, str]:
-    """Returns (a private ModelProto, a name for messages)."""
-    if isinstance(source, onnx.ModelProto):
+def load_model(source: ModelSource, model_name: str = None, signature_name: Optional[str] = None,
+               tf_opset: Optional[int] = None) -> Tuple[onnx.ModelProto, str]:
+    """Returns (a private ModelProto, a name for messages). signature_name and tf_opset apply to
+    TensorFlow models only: the SavedModel signature to export (default serving_default) and the
+    ONNX opset tf2onnx writes (default 17)."""
+    if is_tensorflow_model(source):
+        path = os.fspath(source)
+        model, name = tensorflow_to_onnx(path, signature_name, tf_opset), model_name or path
+    elif isinstance(source, onnx.ModelProto):
         model = onnx.ModelProto()
         model.CopyFrom(source)
         name = model_name or (model.graph.name and f"<model '{model.graph.name}'>") or "<model>"
@@ -29,13 +37,15 @@ def load_model(source: ModelSource, model_name: str = None) -> Tuple[onnx.ModelP
         name = model_name or path
         if not os.path.isfile(path):
             raise ModelLoadError(f"{path}: file not found" if not os.path.exists(path)
-                                 else f"{path}: not a file")
+                                 else f"{path}: not a file (a folder is accepted only when it is a TensorFlow "
+                                      f"SavedModel, with a saved_model.pb)")
         try:
             model = onnx.load(path)  # also loads external data stored beside the model
         except Exception as e:
             raise ModelLoadError(f"{path}: not a valid ONNX model ({str(e).strip()})") from None
     else:
-        raise ModelLoadError(f"expected an ONNX ModelProto, serialized model bytes or a file path, "
+        raise ModelLoadError(f"expected an ONNX ModelProto, serialized model bytes, an ONNX file path, a "
+                             f"TensorFlow SavedModel folder or a .keras file, "
                              f"got {type(source).__name__}")
     if not model.HasField("graph") or (not model.graph.node and not model.graph.output):
         raise ModelLoadError(f"{name}: not a valid ONNX model (no graph, or a graph without nodes and outputs)")

@@ -87,7 +87,8 @@ def type_of_initializer(tensor: onnx.TensorProto) -> TensorType:
 
 def set_shape(tensor_type: onnx.TypeProto.Tensor, dims) -> None:
     tensor_type.ClearField("shape")
-    shape = tensor_type.shape  # touching it creates an empty shape: rank 0 when dims is empty
+    shape = tensor_type.shape
+    shape.SetInParent()  # present even when dims is empty: rank 0, not "unknown rank"
     for d in dims:
         shape.dim.add().dim_value = int(d)
 
@@ -99,6 +100,7 @@ def write_type(value_info: onnx.ValueInfoProto, t: TensorType) -> None:
     if t.shape is None:
         return
     shape = tensor_type.shape
+    shape.SetInParent()  # a scalar's type has an empty shape, which must still be present
     for d in t.shape:
         dim = shape.dim.add()
         if isinstance(d, int):

@@ -926,10 +926,11 @@ KERNEL_TEST(Registry_HasEveryContractOp) {
 }
 
 KERNEL_TEST(Registry_UnknownOp) {
-  KernelTester("Conv")
+  // An op no kernel will ever implement, so new kernels do not change this test.
+  KernelTester("NoSuchOp")
       .AddInput(F32, {1}, {1})
       .AddOutput(F32, {1}, {1})
-      .ExpectError(kUnimpl, "no emulator kernel for this op (supported: Add, Cast, Concat, Div, Gemm, MatMul");
+      .ExpectError(kUnimpl, "no emulator kernel for this op (supported: ");
 }
 
 KERNEL_TEST(Spec_NegativeDimRejected) {

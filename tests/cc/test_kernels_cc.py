@@ -99,7 +99,9 @@ def harness_binary():
 
 def _build(build_dir):
     compile_flags, link_flags = _flags()
-    sources = [HARNESS] + sorted(KERNELS.glob("*.cc"))  # the slowest file first balances the 2 jobs
+    # kernel_tests.cc (with main) first: the slowest file first balances the 2 jobs; more test
+    # files (*_kernel_tests.cc) register their cases with the same harness.
+    sources = [HARNESS] + sorted(HARNESS.parent.glob("*_kernel_tests.cc")) + sorted(KERNELS.glob("*.cc"))
     assert len(sources) > 1, f"no kernel sources found in {KERNELS}"
     compile_flags += _precompiled_header(build_dir, compile_flags)
     objects = _compile_all(sources, build_dir, compile_flags)

@@ -5,3 +5,5 @@ from compiler.converter.passes import (  # noqa: F401
     eliminate_nop_reshape, eliminate_nop_transpose, eliminate_unused_initializers, final_check,
     float_to_half, fuse_consecutive_transposes, input_shape_override, shape_inference, sort_graph,
 )
+from compiler.converter.passes import unroll_control_flow  # noqa: F401,E402
+from compiler.converter.passes import decompose_einsum  # noqa: F401,E402

@@ -2,3 +2,7 @@
 from compiler.lowering.rules import (  # noqa: F401
     activations, binary, cast, concat, gemm, matmul, softmax, transpose, views,
 )
+from compiler.lowering.rules import (  # noqa: F401  (issue 4 part A: operator coverage)
+    conv, data_movement, elementwise_logic, normalization, pool, reduce, resize, static_values,
+)
+from compiler.lowering.rules import recurrent  # noqa: F401,E402  (LSTM, GRU)

@@ -1,7 +1,7 @@
 from compiler.lowering.rule_context import KernelCall, NodeContext
 from compiler.lowering.rule_registry import lowering_rule
 
-NUMERIC = ("float32", "float16", "int32", "int64")
+NUMERIC = ("float32", "float16", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 
 
 @lowering_rule("Add", "Sub", "Mul", "Div")

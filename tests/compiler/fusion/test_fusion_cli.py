@@ -116,7 +116,8 @@ ENTRY1 = "  - input_model: model1.onnx\n"
 @pytest.mark.parametrize("yaml_text, expected", [
     ("model_fusion:\n" + ENTRY0 + ENTRY1 + "    precison: fp16\n",
      "config.yaml: model_fusion[1]: unknown key 'precison'; valid keys of a model_fusion entry: input_model, "
-     "input_shape, precision, batch_size, batch_axis, max_tensor_size, convert_version, passes, skip_passes, name"),
+     "input_shape, precision, batch_size, batch_axis, max_tensor_size, convert_version, signature_name, passes, "
+     "skip_passes, name"),
     ("model_fusion:\n" + ENTRY0 + ENTRY1 + "    output_dir: out\n",
      "config.yaml: model_fusion[1]: output_dir applies to the whole fused executable; set it at the top level of "
      "the file, not in a model_fusion entry"),

@@ -1,5 +1,5 @@
 // Add, Sub, Mul, Div with numpy broadcasting; float32, float16 (via the float32 kernel),
-// int32, int64.
+// float64, int8/16/32/64 and uint8/16/32/64.
 //
 // Integer semantics are defined for every input, so a model can never crash the process:
 // - Add/Sub/Mul wrap around (two's complement), like numpy; computed in the unsigned type
@@ -52,7 +52,8 @@ struct DivOp {
   T operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T>) {
       if (b == 0) return 0;                                                // defined: x / 0 = 0
-      if (b == -1) return static_cast<T>(Unsigned<T>(0) - static_cast<Unsigned<T>>(a));  // MIN / -1 wraps
+      if constexpr (std::is_signed_v<T>)
+        if (b == -1) return static_cast<T>(Unsigned<T>(0) - static_cast<Unsigned<T>>(a));  // MIN / -1 wraps
       return a / b;                                                        // C++ truncates toward zero
     } else {
       return a / b;  // IEEE: x / 0 = +-inf, 0 / 0 = nan
@@ -108,8 +109,15 @@ std::unique_ptr<Kernel> CreateFloat32OrInt(const KernelSpec& spec) {
   BroadcastPlan<2> plan = MakeBroadcastPlan<2>(out, {a, b}, spec.Where());
   switch (spec.inputs[0].dtype) {
     case DType::kFloat32: return std::make_unique<BinaryKernel<float, Op>>(std::move(plan));
+    case DType::kFloat64: return std::make_unique<BinaryKernel<double, Op>>(std::move(plan));
+    case DType::kInt8: return std::make_unique<BinaryKernel<int8_t, Op>>(std::move(plan));
+    case DType::kInt16: return std::make_unique<BinaryKernel<int16_t, Op>>(std::move(plan));
     case DType::kInt32: return std::make_unique<BinaryKernel<int32_t, Op>>(std::move(plan));
     case DType::kInt64: return std::make_unique<BinaryKernel<int64_t, Op>>(std::move(plan));
+    case DType::kUInt8: return std::make_unique<BinaryKernel<uint8_t, Op>>(std::move(plan));
+    case DType::kUInt16: return std::make_unique<BinaryKernel<uint16_t, Op>>(std::move(plan));
+    case DType::kUInt32: return std::make_unique<BinaryKernel<uint32_t, Op>>(std::move(plan));
+    case DType::kUInt64: return std::make_unique<BinaryKernel<uint64_t, Op>>(std::move(plan));
     default: break;
   }
   throw Error(ErrorCode::kInternal, spec.Where() + ": unexpected dtype " + DTypeName(spec.inputs[0].dtype));
@@ -118,7 +126,8 @@ std::unique_ptr<Kernel> CreateFloat32OrInt(const KernelSpec& spec) {
 template <typename Op>
 std::unique_ptr<Kernel> CreateBinary(const KernelSpec& spec) {
   CheckArity(spec, 2, 2, 1);
-  CheckSameDType(spec, {DType::kFloat32, DType::kFloat16, DType::kInt32, DType::kInt64});
+  CheckSameDType(spec, {DType::kFloat32, DType::kFloat16, DType::kFloat64, DType::kInt8, DType::kInt16, DType::kInt32,
+                       DType::kInt64, DType::kUInt8, DType::kUInt16, DType::kUInt32, DType::kUInt64});
   return WithFloat16Support(spec, CreateFloat32OrInt<Op>);
 }
 

@@ -7,6 +7,7 @@
 // With inner == 1 each row is contiguous. Otherwise the axis is strided; the kernel walks it
 // row by row (rows of `inner` contiguous elements) keeping a running max and sum per inner
 // position in scratch, so every pass reads memory sequentially.
+// LogSoftmax is the same kernel finishing with x − max − log(sum) instead of e / sum.
 // float16 goes through the float32 kernel (fp16_adapter.h).
 #include <algorithm>
 #include <cmath>
@@ -21,7 +22,8 @@ namespace {
 
 class SoftmaxKernel final : public Kernel {
  public:
-  SoftmaxKernel(int64_t outer, int64_t axis_dim, int64_t inner) : outer_(outer), n_(axis_dim), inner_(inner) {}
+  SoftmaxKernel(int64_t outer, int64_t axis_dim, int64_t inner, bool log)
+      : outer_(outer), n_(axis_dim), inner_(inner), log_(log) {}
 
   size_t scratch_bytes() const override { return inner_ > 1 ? 2 * static_cast<size_t>(inner_) * sizeof(float) : 0; }
 
@@ -49,6 +51,12 @@ class SoftmaxKernel final : public Kernel {
           ys[k * inner_ + i] = e;
           sum[i] += e;
         }
+      if (log_) {
+        for (int64_t i = 0; i < inner_; ++i) sum[i] = max[i] + std::log(sum[i]);
+        for (int64_t k = 0; k < n_; ++k)
+          for (int64_t i = 0; i < inner_; ++i) ys[k * inner_ + i] = xs[k * inner_ + i] - sum[i];
+        continue;
+      }
       for (int64_t i = 0; i < inner_; ++i) sum[i] = 1.0f / sum[i];
       for (int64_t k = 0; k < n_; ++k)
         for (int64_t i = 0; i < inner_; ++i) ys[k * inner_ + i] *= sum[i];
@@ -63,32 +71,41 @@ class SoftmaxKernel final : public Kernel {
       y[i] = std::exp(x[i] - max);
       sum += y[i];
     }
+    if (log_) {
+      const float shift = max + std::log(sum);
+      for (int64_t i = 0; i < n_; ++i) y[i] = x[i] - shift;
+      return;
+    }
     const float scale = 1.0f / sum;
     for (int64_t i = 0; i < n_; ++i) y[i] *= scale;
   }
 
   const int64_t outer_, n_, inner_;
+  const bool log_;
 };
 
+template <bool kLog>
 std::unique_ptr<Kernel> CreateFloat32Softmax(const KernelSpec& spec) {
   const auto& shape = spec.inputs[0].shape;
   CheckOutputShape(spec, 0, shape);
   const bool coerce_2d = CheckedFlag(spec, "coerce_2d");
   const size_t axis = static_cast<size_t>(CheckedAxis(spec, "axis", shape.size()));
   const int64_t outer = Product(shape, 0, axis);
-  if (coerce_2d) return std::make_unique<SoftmaxKernel>(outer, Product(shape, axis, shape.size()), 1);
-  return std::make_unique<SoftmaxKernel>(outer, shape[axis], Product(shape, axis + 1, shape.size()));
+  if (coerce_2d) return std::make_unique<SoftmaxKernel>(outer, Product(shape, axis, shape.size()), 1, kLog);
+  return std::make_unique<SoftmaxKernel>(outer, shape[axis], Product(shape, axis + 1, shape.size()), kLog);
 }
 
+template <bool kLog>
 std::unique_ptr<Kernel> CreateSoftmax(const KernelSpec& spec) {
   CheckArity(spec, 1, 1, 1);
   CheckSameDType(spec, {DType::kFloat32, DType::kFloat16});
-  return WithFloat16Support(spec, CreateFloat32Softmax);
+  return WithFloat16Support(spec, CreateFloat32Softmax<kLog>);
 }
 
 }  // namespace
 
-TFPOPEF_REGISTER_KERNEL("Softmax", CreateSoftmax);
+TFPOPEF_REGISTER_KERNEL("Softmax", CreateSoftmax<false>);
+TFPOPEF_REGISTER_KERNEL("LogSoftmax", CreateSoftmax<true>);
 
 }  // namespace kernels
 }  // namespace tfpopef

@@ -1,0 +1,10 @@
+"""Front-end tests build small Keras models in a temporary folder (nothing is downloaded) and
+compare the compiled model, run on the emulator, with the Keras model's own output."""
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+_HERE = os.path.dirname(os.path.abspath(__file__))
+for path in (os.path.dirname(os.path.dirname(_HERE)), _HERE):
+    if path not in sys.path:
+        sys.path.insert(0, path)

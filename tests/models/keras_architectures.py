@@ -1,0 +1,76 @@
+"""Real architectures built offline (random weights, nothing downloaded) for the model tests and
+benchmarks/bench_keras_architectures.py: Keras applications MobileNetV2 and ResNet50 with
+`weights=None`, and a BERT-style encoder made of standard Keras layers. Each returns logits
+(no softmax), and BatchNormalization statistics are calibrated on sample data first: with
+random weights and the default statistics (mean 0, variance 1) activations grow or collapse
+through the depth, and MobileNetV2's softmax comes out exactly uniform, so a wrong kernel
+could go unnoticed."""
+import keras
+import numpy as np
+
+L = keras.layers
+
+
+def calibrate_batch_norm(model, sample) -> None:
+    """Sets every BatchNormalization's moving statistics to the batch statistics it sees on
+    `sample` (one training-mode pass with momentum 0), so that inference on data like `sample`
+    keeps unit-scale activations all the way through."""
+    layers = [layer for layer in model._flatten_layers() if isinstance(layer, L.BatchNormalization)]
+    momenta = [layer.momentum for layer in layers]
+    for layer in layers:
+        layer.momentum = 0.0
+    model(sample, training=True)
+    for layer, momentum in zip(layers, momenta):
+        layer.momentum = momentum
+
+
+def mobilenet_v2(image_size=96, alpha=0.35, classes=1000):
+    return keras.applications.MobileNetV2(input_shape=(image_size, image_size, 3), alpha=alpha, weights=None,
+                                          classes=classes, classifier_activation=None)
+
+
+def resnet50(image_size=64, classes=1000):
+    return keras.applications.ResNet50(input_shape=(image_size, image_size, 3), weights=None, classes=classes,
+                                       classifier_activation=None)
+
+
+@keras.saving.register_keras_serializable(package="tf_popef_tests")
+class TokenAndPositionEmbedding(L.Layer):
+    """BERT's input embedding: token embedding + learned position embedding."""
+
+    def __init__(self, vocab_size, seq_len, hidden, **kwargs):
+        super().__init__(**kwargs)
+        self.vocab_size, self.seq_len, self.hidden = vocab_size, seq_len, hidden
+        self.tokens = L.Embedding(vocab_size, hidden)
+        self.positions = L.Embedding(seq_len, hidden)
+
+    def call(self, ids):
+        return self.tokens(ids) + self.positions(keras.ops.arange(self.seq_len))
+
+    def get_config(self):
+        return {**super().get_config(), "vocab_size": self.vocab_size, "seq_len": self.seq_len,
+                "hidden": self.hidden}
+
+
+def bert_encoder(layers=4, hidden=256, heads=4, seq_len=128, vocab_size=1000, intermediate=None, classes=2):
+    """Post-LayerNorm transformer encoder (BERT) of Keras layers; outputs the classifier's
+    logits on the first token and the last hidden states."""
+    intermediate = intermediate or 4 * hidden
+    ids = keras.Input((seq_len,), dtype="int32", name="input_ids")
+    h = TokenAndPositionEmbedding(vocab_size, seq_len, hidden)(ids)
+    h = L.LayerNormalization(epsilon=1e-12)(h)
+    for i in range(layers):
+        attended = L.MultiHeadAttention(heads, hidden // heads, name=f"attention_{i}")(h, h)
+        h = L.LayerNormalization(epsilon=1e-12)(L.Add()([h, L.Dropout(0.1)(attended)]))
+        ffn = L.Dense(hidden)(L.Dense(intermediate, activation="gelu")(h))
+        h = L.LayerNormalization(epsilon=1e-12)(L.Add()([h, L.Dropout(0.1)(ffn)]))
+    pooled = L.Dense(hidden, activation="tanh")(h[:, 0, :])
+    return keras.Model(ids, {"logits": L.Dense(classes, name="logits")(pooled), "hidden_states": h})
+
+
+def sample_images(batch, image_size, seed=0):
+    return np.random.default_rng(seed).uniform(-1, 1, (batch, image_size, image_size, 3)).astype(np.float32)
+
+
+def sample_ids(batch, seq_len, vocab_size=1000, seed=0):
+    return np.random.default_rng(seed).integers(0, vocab_size, (batch, seq_len)).astype(np.int32)
