@@ -23,10 +23,16 @@ $(STAMP): $(PY) requirements.txt requirements-build.txt requirements-test.txt re
 
 venv: $(STAMP)
 
-# CMake build of the C++ runtime (incremental), then an editable install of the package.
-build: $(STAMP)
+EDITABLE := $(VENV)/.editable-stamp
+
+# Editable install (console scripts, package metadata): redone when setup.py changes.
+$(EDITABLE): $(STAMP) setup.py
+	$(PIP) install --quiet --no-build-isolation --no-deps -e .
+	touch $@
+
+# CMake build of the C++ runtime and the TF op (incremental).
+build: $(EDITABLE)
 	$(PY) setup.py --quiet build_ext --inplace
-	@$(PIP) show --quiet tf-popef >/dev/null 2>&1 || $(PIP) install --quiet --no-build-isolation --no-deps -e .
 
 demo: build
 	@echo "== dynamic batch size: compile an Add model at batch 4, run batches 1, 4, 7"
