@@ -18,14 +18,8 @@ namespace tfpopef {
 namespace kernels {
 namespace {
 
-struct GruParams {
-  RecurrentLayout lay;
-  int64_t input_size = 0;
-  bool reverse_only = false;
+struct GruParams : RecurrentParams {
   bool linear_before_reset = false;
-  float clip = 0.0f;
-  int in_b = -1, in_h0 = -1;
-  int out_y = -1, out_yh = -1;
   std::vector<GateActivation> act;  // f, g per direction
 };
 
@@ -107,39 +101,9 @@ class GruKernel final : public Kernel {
 
 std::unique_ptr<Kernel> CreateFloat32Gru(const KernelSpec& spec) {
   GruParams p;
-  p.lay.dirs = NumDirections(spec);
-  p.reverse_only = spec.attrs.String("direction") == "reverse";
-  p.lay.hidden = spec.attrs.Int("hidden_size");
-  p.lay.batch_major = CheckedFlag(spec, "layout");
+  ParseRecurrent(spec, 3, "a GRU dimension", p);
   p.linear_before_reset = CheckedFlag(spec, "linear_before_reset");
-  p.clip = spec.attrs.Float("clip");
-  const int n_in = AssignIndices(spec, {{"has_bias", &p.in_b}, {"has_initial_h", &p.in_h0}}, 3);
-  const int n_out = AssignIndices(spec, {{"output_y", &p.out_y}, {"output_y_h", &p.out_yh}}, 0);
-  if (static_cast<int>(spec.inputs.size()) != n_in || static_cast<int>(spec.outputs.size()) != n_out)
-    throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": the has_*/output_* flags announce " +
-                                                 std::to_string(n_in) + " inputs and " + std::to_string(n_out) +
-                                                 " outputs, the step has " + std::to_string(spec.inputs.size()) +
-                                                 " and " + std::to_string(spec.outputs.size()));
-  const auto& xs = spec.inputs[0].shape;
-  if (xs.size() != 3)
-    throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": X must be 3-D, got " + ShapeToString(xs));
-  auto& l = p.lay;
-  l.seq = l.batch_major ? xs[1] : xs[0];
-  l.batch = l.batch_major ? xs[0] : xs[1];
-  p.input_size = xs[2];
-  const int64_t D = l.dirs, H = l.hidden;
-  CheckShape(spec, "W", spec.inputs[1].shape, {D, 3 * H, p.input_size});
-  CheckShape(spec, "R", spec.inputs[2].shape, {D, 3 * H, H});
-  if (p.in_b >= 0) CheckShape(spec, "B", spec.inputs[p.in_b].shape, {D, 6 * H});
-  const std::vector<int64_t> state = l.batch_major ? std::vector<int64_t>{l.batch, D, H}
-                                                   : std::vector<int64_t>{D, l.batch, H};
-  if (p.in_h0 >= 0) CheckShape(spec, "initial_h", spec.inputs[p.in_h0].shape, state);
-  if (p.out_y >= 0)
-    CheckOutputShape(spec, p.out_y, l.batch_major ? std::vector<int64_t>{l.batch, l.seq, D, H}
-                                                  : std::vector<int64_t>{l.seq, D, l.batch, H});
-  if (p.out_yh >= 0) CheckOutputShape(spec, p.out_yh, state);
-  for (int64_t v : {l.seq * l.batch, 3 * H, p.input_size}) CheckBlasDim(spec, "a GRU dimension", v);
-  p.act = GateActivations(spec, 2, static_cast<size_t>(D));
+  p.act = GateActivations(spec, 2, static_cast<size_t>(p.lay.dirs));
   return std::make_unique<GruKernel>(std::move(p));
 }
 

@@ -18,15 +18,11 @@ namespace tfpopef {
 namespace kernels {
 namespace {
 
-struct LstmParams {
-  RecurrentLayout lay;
-  int64_t input_size = 0;
-  bool reverse_only = false;  // direction "reverse"
+struct LstmParams : RecurrentParams {
   bool input_forget = false;
-  float clip = 0.0f;
-  int in_b = -1, in_h0 = -1, in_c0 = -1, in_p = -1;  // input index or -1
-  int out_y = -1, out_yh = -1, out_yc = -1;           // output index or -1
-  std::vector<GateActivation> act;                    // f, g, h per direction
+  int in_c0 = -1, in_p = -1;        // input index or -1
+  int out_yc = -1;                  // output index or -1
+  std::vector<GateActivation> act;  // f, g, h per direction
 };
 
 class LstmKernel final : public Kernel {
@@ -116,43 +112,13 @@ class LstmKernel final : public Kernel {
 
 std::unique_ptr<Kernel> CreateFloat32Lstm(const KernelSpec& spec) {
   LstmParams p;
-  p.lay.dirs = NumDirections(spec);
-  p.reverse_only = spec.attrs.String("direction") == "reverse";
-  p.lay.hidden = spec.attrs.Int("hidden_size");
-  p.lay.batch_major = CheckedFlag(spec, "layout");
+  ParseRecurrent(spec, 4, "an LSTM dimension", p, {{"has_initial_c", &p.in_c0}, {"has_peephole", &p.in_p}},
+                 {{"output_y_c", &p.out_yc}});
   p.input_forget = CheckedFlag(spec, "input_forget");
-  p.clip = spec.attrs.Float("clip");
-  const int n_in = AssignIndices(spec, {{"has_bias", &p.in_b}, {"has_initial_h", &p.in_h0},
-                                        {"has_initial_c", &p.in_c0}, {"has_peephole", &p.in_p}}, 3);
-  const int n_out = AssignIndices(spec, {{"output_y", &p.out_y}, {"output_y_h", &p.out_yh},
-                                         {"output_y_c", &p.out_yc}}, 0);
-  if (static_cast<int>(spec.inputs.size()) != n_in || static_cast<int>(spec.outputs.size()) != n_out)
-    throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": the has_*/output_* flags announce " +
-                                                 std::to_string(n_in) + " inputs and " + std::to_string(n_out) +
-                                                 " outputs, the step has " + std::to_string(spec.inputs.size()) +
-                                                 " and " + std::to_string(spec.outputs.size()));
-  const auto& xs = spec.inputs[0].shape;
-  if (xs.size() != 3)
-    throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": X must be 3-D, got " + ShapeToString(xs));
-  auto& l = p.lay;
-  l.seq = l.batch_major ? xs[1] : xs[0];
-  l.batch = l.batch_major ? xs[0] : xs[1];
-  p.input_size = xs[2];
-  const int64_t D = l.dirs, H = l.hidden;
-  CheckShape(spec, "W", spec.inputs[1].shape, {D, 4 * H, p.input_size});
-  CheckShape(spec, "R", spec.inputs[2].shape, {D, 4 * H, H});
-  if (p.in_b >= 0) CheckShape(spec, "B", spec.inputs[p.in_b].shape, {D, 8 * H});
-  const std::vector<int64_t> state = l.batch_major ? std::vector<int64_t>{l.batch, D, H}
-                                                   : std::vector<int64_t>{D, l.batch, H};
-  if (p.in_h0 >= 0) CheckShape(spec, "initial_h", spec.inputs[p.in_h0].shape, state);
-  if (p.in_c0 >= 0) CheckShape(spec, "initial_c", spec.inputs[p.in_c0].shape, state);
+  const int64_t D = p.lay.dirs, H = p.lay.hidden;
+  if (p.in_c0 >= 0) CheckShape(spec, "initial_c", spec.inputs[p.in_c0].shape, p.state_shape);
   if (p.in_p >= 0) CheckShape(spec, "P", spec.inputs[p.in_p].shape, {D, 3 * H});
-  if (p.out_y >= 0)
-    CheckOutputShape(spec, p.out_y, l.batch_major ? std::vector<int64_t>{l.batch, l.seq, D, H}
-                                                  : std::vector<int64_t>{l.seq, D, l.batch, H});
-  if (p.out_yh >= 0) CheckOutputShape(spec, p.out_yh, state);
-  if (p.out_yc >= 0) CheckOutputShape(spec, p.out_yc, state);
-  for (int64_t v : {l.seq * l.batch, 4 * H, p.input_size}) CheckBlasDim(spec, "an LSTM dimension", v);
+  if (p.out_yc >= 0) CheckOutputShape(spec, p.out_yc, p.state_shape);
   p.act = GateActivations(spec, 3, static_cast<size_t>(D));
   return std::make_unique<LstmKernel>(std::move(p));
 }

@@ -128,6 +128,60 @@ inline void CheckShape(const KernelSpec& spec, const std::string& what, const st
                                                  ", expected " + ShapeToString(expected));
 }
 
+// What LSTM and GRU share: layout, direction, clip and the indices of the optional inputs
+// (B, initial_h) and outputs (Y, Y_h); -1 when absent.
+struct RecurrentParams {
+  RecurrentLayout lay;
+  int64_t input_size = 0;
+  bool reverse_only = false;  // direction "reverse"
+  float clip = 0.0f;
+  int in_b = -1, in_h0 = -1;
+  int out_y = -1, out_yh = -1;
+  std::vector<int64_t> state_shape;  // of initial_h / Y_h (and LSTM's initial_c / Y_c)
+};
+
+// Reads the shared attributes and checks X, W, R, B, initial_h, Y and Y_h for a cell with
+// `gates` gates (LSTM 4, GRU 3). `extra_inputs` / `extra_outputs` are the kernel's own optional
+// operands, which follow the shared ones in the step's input / output lists.
+inline void ParseRecurrent(const KernelSpec& spec, int64_t gates, const std::string& what, RecurrentParams& p,
+                           const std::vector<std::pair<std::string, int*>>& extra_inputs = {},
+                           const std::vector<std::pair<std::string, int*>>& extra_outputs = {}) {
+  p.lay.dirs = NumDirections(spec);
+  p.reverse_only = spec.attrs.String("direction") == "reverse";
+  p.lay.hidden = spec.attrs.Int("hidden_size");
+  p.lay.batch_major = CheckedFlag(spec, "layout");
+  p.clip = spec.attrs.Float("clip");
+  std::vector<std::pair<std::string, int*>> inputs = {{"has_bias", &p.in_b}, {"has_initial_h", &p.in_h0}};
+  std::vector<std::pair<std::string, int*>> outputs = {{"output_y", &p.out_y}, {"output_y_h", &p.out_yh}};
+  inputs.insert(inputs.end(), extra_inputs.begin(), extra_inputs.end());
+  outputs.insert(outputs.end(), extra_outputs.begin(), extra_outputs.end());
+  const int n_in = AssignIndices(spec, inputs, 3);
+  const int n_out = AssignIndices(spec, outputs, 0);
+  if (static_cast<int>(spec.inputs.size()) != n_in || static_cast<int>(spec.outputs.size()) != n_out)
+    throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": the has_*/output_* flags announce " +
+                                                 std::to_string(n_in) + " inputs and " + std::to_string(n_out) +
+                                                 " outputs, the step has " + std::to_string(spec.inputs.size()) +
+                                                 " and " + std::to_string(spec.outputs.size()));
+  const auto& xs = spec.inputs[0].shape;
+  if (xs.size() != 3)
+    throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": X must be 3-D, got " + ShapeToString(xs));
+  auto& l = p.lay;
+  l.seq = l.batch_major ? xs[1] : xs[0];
+  l.batch = l.batch_major ? xs[0] : xs[1];
+  p.input_size = xs[2];
+  const int64_t D = l.dirs, H = l.hidden;
+  CheckShape(spec, "W", spec.inputs[1].shape, {D, gates * H, p.input_size});
+  CheckShape(spec, "R", spec.inputs[2].shape, {D, gates * H, H});
+  if (p.in_b >= 0) CheckShape(spec, "B", spec.inputs[p.in_b].shape, {D, 2 * gates * H});
+  p.state_shape = l.batch_major ? std::vector<int64_t>{l.batch, D, H} : std::vector<int64_t>{D, l.batch, H};
+  if (p.in_h0 >= 0) CheckShape(spec, "initial_h", spec.inputs[p.in_h0].shape, p.state_shape);
+  if (p.out_y >= 0)
+    CheckOutputShape(spec, p.out_y, l.batch_major ? std::vector<int64_t>{l.batch, l.seq, D, H}
+                                                  : std::vector<int64_t>{l.seq, D, l.batch, H});
+  if (p.out_yh >= 0) CheckOutputShape(spec, p.out_yh, p.state_shape);
+  for (int64_t v : {l.seq * l.batch, gates * H, p.input_size}) CheckBlasDim(spec, what, v);
+}
+
 inline float ClipGate(float x, float clip) { return clip > 0.0f ? std::min(clip, std::max(-clip, x)) : x; }
 
 }  // namespace kernels
