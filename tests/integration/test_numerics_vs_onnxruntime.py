@@ -149,3 +149,21 @@ def test_every_issue2_kernel_in_fp16_and_fp32(rng, precision):
     x = {"X": rng.standard_normal((4, 8)).astype(np.float32)}
     tol = dict(rtol=1e-5, atol=1e-7) if precision == "fp32" else dict(rtol=1e-2, atol=1e-4)
     assert_close(compile_and_run(model, x, precision), run_onnxruntime(model, x), **tol)
+
+
+@pytest.mark.parametrize("trans_a", [0, 1])
+@pytest.mark.parametrize("trans_b", [0, 1])
+@pytest.mark.parametrize("m,k,n", [(1, 7, 5), (6, 7, 1), (1, 9, 1), (1, 1, 4)])
+def test_gemm_single_row_or_column_paths(rng, trans_a, trans_b, m, k, n):
+    """m == 1 or n == 1 runs BLAS's matrix-vector path: every transpose combination."""
+    a_shape = (k, m) if trans_a else (m, k)
+    b_shape = (n, k) if trans_b else (k, n)
+    nodes = [helper.make_node("Gemm", ["A", "B", "C"], ["Y"], alpha=0.75, beta=1.5, transA=trans_a, transB=trans_b),
+             helper.make_node("MatMul", ["Y", "D"], ["Z"])]
+    inits = [numpy_helper.from_array(rng.standard_normal(b_shape).astype(np.float32), "B"),
+             numpy_helper.from_array(rng.standard_normal((m, n)).astype(np.float32), "C"),
+             numpy_helper.from_array(rng.standard_normal((n, 1)).astype(np.float32), "D")]
+    model = _model(nodes, [helper.make_tensor_value_info("A", F, a_shape)],
+                   [helper.make_tensor_value_info("Y", F, (m, n)), helper.make_tensor_value_info("Z", F, (m, 1))], inits)
+    x = {"A": rng.standard_normal(a_shape).astype(np.float32)}
+    assert_close(compile_and_run(model, x), run_onnxruntime(model, x), rtol=1e-5, atol=1e-6)

@@ -24,8 +24,27 @@ inline void CheckBlasDim(const KernelSpec& spec, const std::string& what, int64_
 // C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C, all row-major; lda/ldb/ldc are the row
 // lengths of A, B and C as stored. Callers handle m, n or k == 0 themselves (BLAS rejects
 // leading dimensions of 0, and the k == 0 result is defined by the op, not by BLAS).
+// A single row or column of output (batch-1 Dense layers) goes to SGEMV, which OpenBLAS runs
+// far faster than an SGEMM with m or n == 1.
 inline void Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                   int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  const auto dim = [](int64_t v) { return static_cast<blasint>(v); };
+  if (m == 1) {  // c[1,n] = alpha * a[1,k] . op(B) + beta * c
+    const blasint inc_a = trans_a ? dim(lda) : 1;  // A stored [k,1] when transposed
+    if (trans_b)  // B stored [n,k]: c = B a
+      scipy_cblas_sgemv(CblasRowMajor, CblasNoTrans, dim(n), dim(k), alpha, b, dim(ldb), a, inc_a, beta, c, 1);
+    else  // B stored [k,n]: c = B^T a
+      scipy_cblas_sgemv(CblasRowMajor, CblasTrans, dim(k), dim(n), alpha, b, dim(ldb), a, inc_a, beta, c, 1);
+    return;
+  }
+  if (n == 1) {  // c[m,1] = alpha * op(A) . b[k,1] + beta * c
+    const blasint inc_b = trans_b ? 1 : dim(ldb);  // B stored [1,k] when transposed
+    if (trans_a)  // A stored [k,m]: c = A^T b
+      scipy_cblas_sgemv(CblasRowMajor, CblasTrans, dim(k), dim(m), alpha, a, dim(lda), b, inc_b, beta, c, dim(ldc));
+    else  // A stored [m,k]: c = A b
+      scipy_cblas_sgemv(CblasRowMajor, CblasNoTrans, dim(m), dim(k), alpha, a, dim(lda), b, inc_b, beta, c, dim(ldc));
+    return;
+  }
   scipy_cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
                     static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
                     static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
