@@ -144,9 +144,7 @@ std::unique_ptr<Kernel> CreateFloat32Conv(const KernelSpec& spec) {
   const auto& x = spec.inputs[0].shape;
   const auto& w = spec.inputs[1].shape;
   const auto& y = spec.outputs[0].shape;
-  if (w.size() != x.size())
-    throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": weights " + ShapeToString(w) +
-                                                 " must have the rank of the input " + ShapeToString(x));
+  CheckConvWeightsRank(spec, x, w);
   ConvParams p;
   p.g = ReadSpatialGeometry(spec, x, y, std::vector<int64_t>(w.begin() + 2, w.end()));
   p.n = x[0];
@@ -165,13 +163,7 @@ std::unique_ptr<Kernel> CreateFloat32Conv(const KernelSpec& spec) {
     expected.push_back((p.g.in[d] + p.g.pad_begin[d] + p.g.pad_end[d] - span) / p.g.stride[d] + 1);
   }
   CheckOutputShape(spec, 0, expected);
-  if (spec.inputs.size() == 3) {
-    if (spec.inputs[2].shape != std::vector<int64_t>{p.m})
-      throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": bias has shape " +
-                                                   ShapeToString(spec.inputs[2].shape) + ", expected [" +
-                                                   std::to_string(p.m) + "]");
-    p.has_bias = true;
-  }
+  p.has_bias = HasConvBias(spec, p.m);
   const SpatialGeometry& g = p.g;
   const bool unit_window = g.kernel_size() == 1 && g.stride == std::array<int64_t, 3>{1, 1, 1} &&
                            g.pad_begin == std::array<int64_t, 3>{0, 0, 0} && g.in == g.out;

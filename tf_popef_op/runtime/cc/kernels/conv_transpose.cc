@@ -86,9 +86,7 @@ std::unique_ptr<Kernel> CreateFloat32ConvTranspose(const KernelSpec& spec) {
   const auto& x = spec.inputs[0].shape;
   const auto& w = spec.inputs[1].shape;
   const auto& y = spec.outputs[0].shape;
-  if (w.size() != x.size())
-    throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": weights " + ShapeToString(w) +
-                                                 " must have the rank of the input " + ShapeToString(x));
+  CheckConvWeightsRank(spec, x, w);
   ConvTransposeParams p;
   p.g = ReadSpatialGeometry(spec, x, y, std::vector<int64_t>(w.begin() + 2, w.end()));
   p.n = x[0];
@@ -110,13 +108,7 @@ std::unique_ptr<Kernel> CreateFloat32ConvTranspose(const KernelSpec& spec) {
                        1 - p.g.pad_begin[d] - p.g.pad_end[d]);
   }
   CheckOutputShape(spec, 0, expected);
-  if (spec.inputs.size() == 3) {
-    if (spec.inputs[2].shape != std::vector<int64_t>{p.m})
-      throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": bias has shape " +
-                                                   ShapeToString(spec.inputs[2].shape) + ", expected [" +
-                                                   std::to_string(p.m) + "]");
-    p.has_bias = true;
-  }
+  p.has_bias = HasConvBias(spec, p.m);
   CheckBlasDim(spec, "the col2im size", p.mg() * p.g.kernel_size() * p.g.in_size());
   return std::make_unique<ConvTransposeKernel>(p);
 }

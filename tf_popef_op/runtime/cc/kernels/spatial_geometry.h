@@ -65,5 +65,22 @@ inline SpatialGeometry ReadSpatialGeometry(const KernelSpec& spec, const std::ve
   return g;
 }
 
+// Conv and ConvTranspose: W has the rank of X.
+inline void CheckConvWeightsRank(const KernelSpec& spec, const std::vector<int64_t>& x, const std::vector<int64_t>& w) {
+  if (w.size() != x.size())
+    throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": weights " + ShapeToString(w) +
+                                                 " must have the rank of the input " + ShapeToString(x));
+}
+
+// Conv and ConvTranspose: the optional third input is a bias of shape [m]; true when present.
+inline bool HasConvBias(const KernelSpec& spec, int64_t m) {
+  if (spec.inputs.size() < 3) return false;
+  if (spec.inputs[2].shape != std::vector<int64_t>{m})
+    throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": bias has shape " +
+                                                 ShapeToString(spec.inputs[2].shape) + ", expected [" +
+                                                 std::to_string(m) + "]");
+  return true;
+}
+
 }  // namespace kernels
 }  // namespace tfpopef
