@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -41,6 +42,20 @@
 
 namespace tfpopef {
 namespace test {
+
+// Short names the kernel test files share.
+inline constexpr DType F32 = DType::kFloat32;
+inline constexpr DType F16 = DType::kFloat16;
+inline constexpr DType F64 = DType::kFloat64;
+inline constexpr DType I32 = DType::kInt32;
+inline constexpr DType I64 = DType::kInt64;
+inline constexpr DType U8 = DType::kUInt8;
+inline constexpr DType BOOL = DType::kBool;
+inline constexpr ErrorCode kInvalid = ErrorCode::kInvalidArgument;
+inline constexpr ErrorCode kUnimpl = ErrorCode::kUnimplemented;
+inline const double kNaN = std::numeric_limits<double>::quiet_NaN();
+inline const double kInf = std::numeric_limits<double>::infinity();
+
 
 // ---------------------------------------------------------------- minimal test framework
 

@@ -18,18 +18,6 @@ namespace tfpopef {
 namespace test {
 namespace {
 
-constexpr DType F32 = DType::kFloat32;
-constexpr DType F16 = DType::kFloat16;
-constexpr DType F64 = DType::kFloat64;
-constexpr DType I32 = DType::kInt32;
-constexpr DType I64 = DType::kInt64;
-constexpr DType U8 = DType::kUInt8;
-constexpr DType BOOL = DType::kBool;
-constexpr ErrorCode kInvalid = ErrorCode::kInvalidArgument;
-constexpr ErrorCode kUnimpl = ErrorCode::kUnimplemented;
-const double kNaN = std::numeric_limits<double>::quiet_NaN();
-const double kInf = std::numeric_limits<double>::infinity();
-
 // ================================================================ Add / Sub / Mul / Div
 
 KERNEL_TEST(Add_SameShape_Float32) {

@@ -15,14 +15,6 @@ namespace tfpopef {
 namespace test {
 namespace {
 
-constexpr DType F32 = DType::kFloat32;
-constexpr DType F16 = DType::kFloat16;
-constexpr DType I64 = DType::kInt64;
-constexpr DType BOOL = DType::kBool;
-constexpr ErrorCode kInvalid = ErrorCode::kInvalidArgument;
-constexpr ErrorCode kUnimpl = ErrorCode::kUnimplemented;
-const double kInf = std::numeric_limits<double>::infinity();
-
 // ================================================================ Conv / ConvTranspose
 
 struct Conv2dCase {
