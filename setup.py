@@ -46,7 +46,10 @@ class CMakeBuild(build_ext):
         import scipy_openblas32
 
         package_dir = (ROOT if inplace else Path(self.build_lib).resolve()) / "tf_popef_op"
-        build_dir = ROOT / "build" / ("cmake-inplace" if inplace else "cmake-wheel")
+        # TFPOPEF_CMAKE_BUILD_DIR: a separate build tree, so concurrent builds of one checkout
+        # (several developers' jobs) never share ninja's state.
+        build_dir = Path(os.environ.get("TFPOPEF_CMAKE_BUILD_DIR") or ROOT / "build" / (
+            "cmake-inplace" if inplace else "cmake-wheel")).resolve()
         build_dir.mkdir(parents=True, exist_ok=True)
         args = [
             "-G", "Ninja",
