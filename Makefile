@@ -45,8 +45,18 @@ demo: build
 test: build
 	$(PY) -m pytest -q tests
 
-bench: build
+BENCH_STAMP := $(VENV)/.bench-deps-stamp
+
+$(BENCH_STAMP): $(STAMP) requirements-bench.txt
+	$(PIP) install --quiet -r requirements-bench.txt
+	touch $@
+
+# Issue 5's suite (about 20 min on 2 cores, plus a one-time tf2onnx export of the networks);
+# docs/benchmarks.md quotes this exact command.
+bench: build $(BENCH_STAMP)
 	$(PY) benchmarks/bench_mlp.py
+	mkdir -p build/bench
+	$(PY) benchmarks/bench_models.py --markdown build/bench/bench_models.md --json build/bench/bench_models.json --chart docs/benchmarks_models.png
 
 clean:
 	rm -rf build tf_popef_op/lib tf_popef_op/runtime/_runtime*.so *.egg-info

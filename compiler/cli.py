@@ -180,6 +180,11 @@ def _print_summary(out, model_path, executable, passes, onnx_path, popef_path, o
     out.write(f"  inputs:  {'; '.join(anchor(a) for a in executable.anchors('input')) or '(none)'}\n")
     out.write(f"  outputs: {'; '.join(anchor(a) for a in executable.anchors('output'))}\n")
     out.write(f"  passes:  {', '.join(passes) or '(none)'}\n")
+    fused = {}  # steps the compile step's kernel fusions made (docs/popef.md, internal ops)
+    for step in executable.executable["programs"].get("main", []):
+        if step.get("op", "").startswith("Fused"):
+            fused[step["op"]] = fused.get(step["op"], 0) + 1
+    out.write(f"  fused:   {', '.join(f'{n} {op}' for op, n in sorted(fused.items())) or '(none)'}\n")
     out.write(f"  device memory: weights {mem['weights_bytes']:,} + activations {mem['arena_bytes']:,} = "
               f"{mem['total_bytes']:,} bytes of {available_bytes(options.num_ipus, options.device_memory_bytes):,}\n")
     out.write(f"  converted ONNX: {onnx_path}\n")

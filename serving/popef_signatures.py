@@ -35,6 +35,7 @@ class SubgraphSignature:
     batching_dim: int             # RuntimeConfig.batching_dim for the op; BATCHING_OFF if off
     batched: bool                 # True: any batch size along batching_dim
     fixed_reason: str = ""        # why the signature has fixed shapes, when batching was asked for
+    compiled_batch: int = 0       # rows per execution along batching_dim (0 when not batched)
 
 
 def _batching_blocker(anchors: List[dict], axis: int) -> str:
@@ -90,6 +91,7 @@ def read_signatures(popef_path: str, dynamic_batching: bool = True) -> List[Subg
         signatures.append(SubgraphSignature(
             name=sg["name"], index=index if fused else -1, inputs=inputs, outputs=outputs,
             batching_dim=batching_dim, batched=batched,
+            compiled_batch=own[0]["shape"][batching_dim] if batched else 0,
             fixed_reason=(f"subgraph '{sg['name']}' is exported with its fixed compiled shapes and batching off "
                           f"for its signature: {reason}") if reason else ""))
     if not signatures:

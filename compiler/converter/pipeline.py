@@ -10,8 +10,9 @@ DEFAULT_PIPELINE: List[str] = [
     "input_shape_override",          # --input_shape
     "const_batch_size",              # --batch_size
     "constant_folding",              # also folds Shape/Size of static tensors
-    "unroll_control_flow",           # Loop/If with constant trip counts/conditions (tf2onnx's RNNs); refolds
+    "unroll_control_flow",           # Scan; Loop/If decided at compile time (tf2onnx's RNNs); refolds
     "decompose_einsum",              # Einsum -> Transpose/Reshape/MatMul (needs the static shapes)
+    "fold_batchnorm",                # BN into Conv/Gemm/MatMul weights, in fp32 (before float_to_half)
     "float_to_half",                 # --precision fp16; after folding so constants fold in fp32
     "eliminate_identity",
     "eliminate_nop_cast",
@@ -23,6 +24,13 @@ DEFAULT_PIPELINE: List[str] = [
     "shape_inference",               # strict; every runtime tensor must now be static
     "sort_graph",
     "final_check",
+]
+
+# Passes the compile step runs on the converted model right before lowering (lower_graph):
+# they write the emulator's internal ops (domain ai.tfpopef), so the converter's own output
+# stays standard ONNX that onnxruntime and onnx.reference can run and check.
+KERNEL_FUSION_PIPELINE: List[str] = [
+    "fuse_epilogue",                 # Conv/Gemm/MatMul + bias + sum + activation -> FusedConv/FusedGemm/FusedMatMul
 ]
 
 _MAX_REPEATS = 10
@@ -56,3 +64,9 @@ def run_passes(model: onnx.ModelProto, names: Sequence[str], ctx: PassContext) -
                 break
         ctx.passes_run.append(name)
     return model
+
+
+def run_kernel_fusions(model: onnx.ModelProto, model_name: str = "<model>") -> onnx.ModelProto:
+    """KERNEL_FUSION_PIPELINE on a copy of `model` (the caller's model is left as it was)."""
+    import copy
+    return run_passes(copy.deepcopy(model), KERNEL_FUSION_PIPELINE, PassContext(model_name=model_name))

@@ -6,7 +6,7 @@ from typing import Dict, List, Tuple
 
 from compiler.errors import ConversionError
 from compiler.fusion.anchor_names import input_alias, input_anchor, output_anchor, subgraph_prefix
-from compiler.lowering.ir import KernelStep, LoweredGraph
+from compiler.lowering.ir import ControlStep, KernelStep, LoweredGraph
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,10 +46,31 @@ def rename_subgraph(graph: LoweredGraph, index: int, model_label: str) -> Tuple[
         elif t.storage == "output":
             anchor = outputs[t.anchor]
         renamed.add(dataclasses.replace(t, name=prefix + t.name, anchor=anchor, aliases=tensor_aliases))
-    renamed.steps = [KernelStep(s.op, prefix + s.name, [prefix + n for n in s.inputs], [prefix + n for n in s.outputs],
-                                dict(s.attrs)) for s in graph.steps]
+    renamed.steps = _rename_steps(graph.steps, prefix)
     renamed.inputs = [inputs[n] for n in graph.inputs]
     renamed.outputs = [outputs[n] for n in graph.outputs]
     renames = [AnchorRename(inputs[n], n, "input", aliases[n]) for n in graph.inputs]
     renames += [AnchorRename(outputs[n], n, "output") for n in graph.outputs]
     return renamed, renames
+
+
+def _rename_steps(steps: List[KernelStep], prefix: str) -> List[KernelStep]:
+    renamed = []
+    for s in steps:
+        fields = dict(op=s.op, name=prefix + s.name, inputs=[prefix + n for n in s.inputs],
+                      outputs=[prefix + n for n in s.outputs], attrs=dict(s.attrs))
+        if isinstance(s, ControlStep):  # If/Loop: sub-programs and tensor-valued fields too
+            renamed.append(ControlStep(**fields, programs={r: _rename_steps(p, prefix) for r, p in s.programs.items()},
+                                       tensor_attrs={k: _prefixed(v, prefix) for k, v in s.tensor_attrs.items()},
+                                       pinned=[prefix + n for n in s.pinned]))
+        else:
+            renamed.append(KernelStep(**fields))
+    return renamed
+
+
+def _prefixed(value, prefix: str):
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return prefix + value
+    return [_prefixed(v, prefix) for v in value]

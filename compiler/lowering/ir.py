@@ -35,6 +35,19 @@ class KernelStep:
 
 
 @dataclasses.dataclass
+class ControlStep(KernelStep):
+    """A run-time If or Loop (docs/popef.md §3 "Control flow"): `inputs` are every tensor of the
+    enclosing program it reads (also those its sub-programs read), `outputs` the tensors it
+    writes there. `programs` maps a role ("then", "else", "body") to the sub-program's steps;
+    `tensor_attrs` are step fields naming tensors (emitted as ids: a name, a list of names, or a
+    list of name lists); `pinned` are sub-program tensors that must keep their bytes for the
+    whole run of the sub-program (a loop body's inputs and results)."""
+    programs: Dict[str, List[KernelStep]] = dataclasses.field(default_factory=dict)
+    tensor_attrs: Dict[str, object] = dataclasses.field(default_factory=dict)
+    pinned: List[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
 class LoweredGraph:
     name: str                                        # subgraph name, e.g. "graph0"
     tensors: Dict[str, TensorValue] = dataclasses.field(default_factory=dict)

@@ -1,11 +1,12 @@
 """ONNX model -> LoweredGraph: a topological schedule of kernel steps over typed tensors.
 Graph inputs become `input` tensors, graph outputs `output` tensors, constants `weight`
 tensors (their bytes go to the shared WeightStore) and everything else `arena` tensors."""
-from typing import Optional
+from typing import List, Optional
 
 import onnx
 
 from compiler.errors import LoweringError
+from compiler.lowering.control_flow import CONTROL_FLOW_OPS, lower_control_flow
 from compiler.lowering.ir import KernelStep, LoweredGraph, TensorValue
 from compiler.lowering.rule_context import NodeContext
 from compiler.lowering.rule_registry import find_rule
@@ -17,8 +18,14 @@ from compiler.onnx_graph.topo_order import topological_order
 
 
 def lower_graph(model: onnx.ModelProto, weights: WeightStore, model_name: str = "<model>",
-                name: str = "graph0", batch_size: Optional[int] = None, batch_axis: int = 0) -> LoweredGraph:
-    """batch_size None: the batch is dim `batch_axis` of the first input that has it (else 1)."""
+                name: str = "graph0", batch_size: Optional[int] = None, batch_axis: int = 0,
+                kernel_fusion: bool = True) -> LoweredGraph:
+    """batch_size None: the batch is dim `batch_axis` of the first input that has it (else 1).
+    kernel_fusion: run the converter's KERNEL_FUSION_PIPELINE first (fused Conv/Gemm/MatMul
+    epilogues); False lowers every node as it is."""
+    if kernel_fusion:
+        from compiler.converter.pipeline import run_kernel_fusions  # the lowering imports the converter's helpers
+        model = run_kernel_fusions(model, model_name)
     return _GraphLowerer(model, weights, model_name).lower(name, batch_size, batch_axis)
 
 
@@ -26,14 +33,18 @@ class _GraphLowerer:
     def __init__(self, model: onnx.ModelProto, weights: WeightStore, model_name: str):
         self.graph = model.graph
         self.opset = opset_version(model)
+        self.opset_import = list(model.opset_import)
+        self.ir_version = model.ir_version
         self.types = infer_types(model, model_name=model_name).types
         self.constants = Constants(self.graph, self.opset, model_name)
         self.weights = weights
         self.model_name = model_name
         self.lowered: LoweredGraph = None
+        self.steps: List[KernelStep] = None  # the program being filled (a sub-program's for bodies)
 
     def lower(self, name: str, batch_size: Optional[int], batch_axis: int) -> LoweredGraph:
         self.lowered = LoweredGraph(name, batch_axis=batch_axis)
+        self.steps = self.lowered.steps
         self._add_inputs()
         outputs = self._output_names()
         nodes = list(self.graph.node)
@@ -88,6 +99,9 @@ class _GraphLowerer:
         return names
 
     def _lower_node(self, node: onnx.NodeProto, outputs) -> None:
+        if node.op_type in CONTROL_FLOW_OPS and node.domain in ("", "ai.onnx"):
+            self.steps.append(lower_control_flow(self, node, outputs))
+            return
         rule = find_rule(node, self.model_name)
         call = rule(NodeContext(node, self.opset, self.types, self.constants, self.model_name))
         for tensor in call.inputs:
@@ -105,7 +119,7 @@ class _GraphLowerer:
             self.lowered.add(TensorValue(out, t.dtype_name, tuple(t.shape), storage,
                                          anchor=out if storage == "output" else None))
             step_outputs.append(out)
-        self.lowered.steps.append(KernelStep(call.op, node.name, list(call.inputs), step_outputs, dict(call.attrs)))
+        self.steps.append(KernelStep(call.op, node.name, list(call.inputs), step_outputs, dict(call.attrs)))
 
     def _add_output_copies(self, outputs) -> None:
         """An output that is a constant has no step writing it: a Reshape step copies it (a node
@@ -129,3 +143,24 @@ class _GraphLowerer:
             if len(shape) > batch_axis:
                 return int(shape[batch_axis])
         return 1
+
+
+class SubprogramLowerer(_GraphLowerer):
+    """Lowers a control-flow body (a standalone model, compiler/lowering/control_flow.py) into
+    its own list of steps over the enclosing LoweredGraph's tensors. Its formal inputs become
+    arena tensors; the enclosing program's tensors it reads are already there; it has no anchors."""
+
+    def __init__(self, parent: _GraphLowerer, model: onnx.ModelProto, model_name: str):
+        super().__init__(model, parent.weights, model_name)
+        self.lowered = parent.lowered
+        self.steps = []
+
+    def lower_body(self, formal_inputs) -> List[KernelStep]:
+        for name in formal_inputs:
+            t = self._runtime_type(name, "body input")
+            self.lowered.add(TensorValue(name, t.dtype_name, tuple(t.shape), "arena"))
+        nodes = list(self.graph.node)
+        for idx in topological_order(self.graph, self.model_name):
+            if not is_constant_node(nodes[idx]):
+                self._lower_node(nodes[idx], ())
+        return self.steps

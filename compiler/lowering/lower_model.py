@@ -27,7 +27,8 @@ def lower_model(model: onnx.ModelProto, options, model_name: str = "<model>",
     """`options` is a validated CompilerOptions; passes_run and converter_options are recorded
     in the `compiler` Opaque blob."""
     weights = WeightStore()
-    graph = lower_graph(model, weights, model_name, "graph0", options.batch_size, options.batch_axis)
+    graph = lower_graph(model, weights, model_name, "graph0", options.batch_size, options.batch_axis,
+                        kernel_fusion=options.kernel_fusion)
     plan = plan_arena(graph)
     check_device_memory(weights.size, plan.size, available_bytes(options.num_ipus, options.device_memory_bytes),
                         options.ipu_version, model_name)

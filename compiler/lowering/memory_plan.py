@@ -5,11 +5,20 @@ a step's outputs never share bytes with its inputs). A Reshape whose input and o
 in the arena is a view: the output takes its input's bytes, which then live until the last
 reader of either. Buffers are placed greedily, largest first, at the lowest 64-byte aligned
 offset that does not overlap any already placed buffer whose lifetime overlaps its own.
+
+Control flow (If/Loop steps, compiler/lowering/control_flow.py) is planned from the inside out:
+each sub-program gets its own plan over the tensors it defines (step indices are its own; a
+loop body's `pinned` tensors — formal inputs and results, which the Loop step writes and reads
+around every iteration — live through the whole body), and the sub-program's arena becomes one
+block that the enclosing program sees as a buffer used by the control step only (the two
+branches of an If share their block: one of them runs). The control step's inputs and outputs
+are enclosing-program tensors used at that step, so everything a body reads from outside stays
+alive, and untouched, for the whole If or loop.
 """
 import dataclasses
-from typing import Dict, List
+from typing import Dict, List, Set, Tuple
 
-from compiler.lowering.ir import LoweredGraph
+from compiler.lowering.ir import ControlStep, KernelStep, LoweredGraph
 from compiler.popef.format import align_up
 
 
@@ -32,27 +41,62 @@ class ArenaPlan:
 
 def plan_arena(graph: LoweredGraph) -> ArenaPlan:
     arena = {n for n, t in graph.tensors.items() if t.storage == "arena"}
-    root: Dict[str, str] = {n: n for n in arena}
-    for step in graph.steps:
-        if step.op == "Reshape" and step.inputs[0] in arena and step.outputs[0] in arena:
+    offsets: Dict[str, int] = {}
+    aliases: Dict[str, str] = {}
+    buffers, size = _plan_program(graph, graph.steps, arena, [], set(), offsets, aliases)
+    for n in arena:
+        offsets.setdefault(n, 0)  # an arena tensor no step uses
+    return ArenaPlan(dict(sorted(offsets.items())), buffers, size, aliases)
+
+
+def _plan_program(graph: LoweredGraph, steps: List[KernelStep], arena: Set[str], pinned: List[str],
+                  outer: Set[str], offsets: Dict[str, int], aliases: Dict[str, str]) -> Tuple[List[Buffer], int]:
+    """Plans the arena tensors `steps` define (outputs, plus `pinned`), minus those of enclosing
+    programs (`outer`). Fills `offsets` (relative to this program's block) and `aliases`."""
+    pinned_set = {n for n in pinned if n in arena and n not in outer}
+    own = {o for step in steps for o in step.outputs if o in arena and o not in outer} | pinned_set
+    root: Dict[str, str] = {n: n for n in own}
+    for step in steps:
+        if (step.op == "Reshape" and not isinstance(step, ControlStep) and step.inputs[0] in own
+                and step.outputs[0] in own and step.inputs[0] not in pinned_set):
             src, dst = step.inputs[0], step.outputs[0]
             if graph.tensors[src].nbytes == graph.tensors[dst].nbytes:
                 root[dst] = root[src]  # inputs are produced earlier, so root[src] is final
     first: Dict[str, int] = {}
     last: Dict[str, int] = {}
-    for i, step in enumerate(graph.steps):
+    for name in pinned_set:
+        first[name], last[name] = 0, max(len(steps) - 1, 0)
+    for i, step in enumerate(steps):
         for name in step.inputs + step.outputs:
-            if name in arena:
+            if name in own:
                 r = root[name]
-                first.setdefault(r, i)
-                last[r] = i
+                first[r] = min(first.get(r, i), i)
+                last[r] = max(last.get(r, i), i)
     buffers = [Buffer(r, align_up(graph.tensors[r].nbytes), first[r], last[r]) for r in first]
+    blocks = []  # (buffer, offsets of the tensors inside it)
+    inner_scope = outer | own
+    for i, step in enumerate(steps):
+        if not isinstance(step, ControlStep):
+            continue
+        inner: Dict[str, int] = {}
+        block_size = 0
+        for role, program in step.programs.items():
+            _, size = _plan_program(graph, program, arena, step.pinned, inner_scope, inner, aliases)
+            block_size = max(block_size, size)
+        block = Buffer(f"<{step.op} '{step.name}' sub-programs>", align_up(block_size), i, i)
+        buffers.append(block)
+        blocks.append((block, inner))
     _place(buffers)
     offset_of = {b.root: b.offset for b in buffers}
-    offsets = {n: offset_of.get(root[n], 0) for n in sorted(arena)}
+    for n in own:
+        offsets[n] = offset_of.get(root[n], 0)
+        if root[n] != n:
+            aliases[n] = root[n]
+    for block, inner in blocks:
+        for n, off in inner.items():
+            offsets[n] = block.offset + off
     size = max((b.offset + b.size for b in buffers), default=0)
-    aliases = {n: r for n, r in root.items() if n != r}
-    return ArenaPlan(offsets, buffers, size, aliases)
+    return buffers, size
 
 
 def _place(buffers: List[Buffer]) -> None:

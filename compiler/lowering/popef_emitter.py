@@ -6,16 +6,23 @@ One subgraph without an index anchor: `main` holds its steps and the subgraph's 
 subgraph i runs as its own program "graph{i}" (not its name, which the user chooses and could be
 "main" or "load") and `main` is a single Switch step on the index input anchor. Tensor ids are
 global; the arena is shared by the subgraphs (one runs at a time), so its size is the largest plan.
+If/Loop steps (ControlStep) add their sub-programs as `<subgraph program>/<node>/<role>` and
+make the Executable version 2 (docs/popef.md §3 "Control flow").
 """
 import dataclasses
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from compiler.lowering.ir import LoweredGraph
+from compiler.lowering.ir import ControlStep, LoweredGraph
 from compiler.lowering.memory_plan import ArenaPlan
 from compiler.lowering.weights import WeightStore
 from compiler.popef.format import BlobType
 from compiler.popef.writer import encode_popef, json_payload
 from compiler.version import PRODUCER
+
+# Executable JSON "version": 2 adds the If and Loop steps (docs/popef.md §3); an executable
+# without them stays version 1 so that older runtimes keep loading it.
+BASE_VERSION = 1
+CONTROL_FLOW_VERSION = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +52,7 @@ def emit_popef(subgraphs: Sequence[LoweredGraph], plans: Sequence[ArenaPlan], we
     programs: Dict[str, list] = {"load": [{"op": "LoadTensorData", "tensor_data": w.name, "offset": w.offset,
                                            "nbytes": w.nbytes} for w in weights.entries]}
     subgraph_table, anchors = [], []
+    has_control_flow = False
     if fused:
         programs["main"] = [{"op": "Switch", "index_anchor": index_anchor.name,
                              "cases": [fused_program_name(i) for i in range(len(subgraphs))]}]
@@ -63,8 +71,7 @@ def emit_popef(subgraphs: Sequence[LoweredGraph], plans: Sequence[ArenaPlan], we
             ids[t.name] = entry["id"]
             tensors.append(entry)
         program = fused_program_name(index) if fused else "main"
-        programs[program] = [{"op": s.op, "name": s.name, "inputs": [ids[n] for n in s.inputs],
-                              "outputs": [ids[n] for n in s.outputs], "attrs": s.attrs} for s in graph.steps]
+        has_control_flow |= _emit_program(program, graph.steps, ids, programs)
         subgraph_table.append({"index": index, "name": graph.name, "program": program,
                                "batch_size": graph.batch_size, "batch_axis": graph.batch_axis,
                                "inputs": list(graph.inputs), "outputs": list(graph.outputs)})
@@ -75,7 +82,8 @@ def emit_popef(subgraphs: Sequence[LoweredGraph], plans: Sequence[ArenaPlan], we
                                 "aliases": list(t.aliases)})
     programs["save"] = []
     _order_anchors(anchors, subgraphs)
-    executable = {"version": 1, "weights_bytes": weights.size, "arena_bytes": arena_bytes, "tensors": tensors,
+    executable = {"version": CONTROL_FLOW_VERSION if has_control_flow else BASE_VERSION,
+                  "weights_bytes": weights.size, "arena_bytes": arena_bytes, "tensors": tensors,
                   "programs": programs, "subgraphs": subgraph_table}
     metadata = {
         "producer": PRODUCER, "ipu_version": ipu_version, "num_ipus": num_ipus, "replication_factor": 1,
@@ -91,6 +99,44 @@ def emit_popef(subgraphs: Sequence[LoweredGraph], plans: Sequence[ArenaPlan], we
     blobs += [(BlobType.TENSOR_DATA, w.name, w.data.tobytes()) for w in weights.entries]
     blobs += [(BlobType.OPAQUE, name, json_payload(content)) for name, content in (opaques or {}).items()]
     return EmittedPopef(metadata, executable, encode_popef(blobs))
+
+
+def _emit_program(name: str, steps, ids: Dict[str, int], programs: Dict[str, list], root: Optional[str] = None) -> bool:
+    """Adds program `name` and, for each If/Loop step, its sub-programs `<root>/<node>/<role>`
+    (root: the subgraph's program; nested steps' names already carry their body's path). True
+    when the program has control-flow steps."""
+    root = root or name
+    emitted = []
+    programs[name] = emitted  # reserved before the sub-programs so their names never take it
+    control = False
+    for s in steps:
+        step = {"op": s.op, "name": s.name, "inputs": [ids[n] for n in s.inputs],
+                "outputs": [ids[n] for n in s.outputs], "attrs": s.attrs}
+        if isinstance(s, ControlStep):  # its fields sit in the step itself (docs/popef.md §3)
+            control = True
+            del step["attrs"]
+            step.update(s.attrs)
+            for role, sub_steps in s.programs.items():
+                sub_name = base = f"{root}/{s.name}/{role}"
+                k = 0
+                while sub_name in programs:
+                    k += 1
+                    sub_name = f"{base}#{k}"
+                _emit_program(sub_name, sub_steps, ids, programs, root)
+                step[role] = sub_name
+            for key, value in s.tensor_attrs.items():
+                step[key] = _tensor_ids(value, ids)
+        emitted.append(step)
+    return control
+
+
+def _tensor_ids(value, ids: Dict[str, int]):
+    """A tensor name, or nested lists of them, as ids; None (no tensor) is -1."""
+    if value is None:
+        return -1
+    if isinstance(value, str):
+        return ids[value]
+    return [_tensor_ids(v, ids) for v in value]
 
 
 def fused_program_name(index: int) -> str:

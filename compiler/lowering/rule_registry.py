@@ -1,6 +1,6 @@
-"""Lowering rules by ONNX op type (default domain). A rule is `(NodeContext) -> KernelCall`;
-adding an op = one rule function with @lowering_rule("Op") in a module imported by
-compiler/lowering/rules/__init__.py."""
+"""Lowering rules by ONNX op type (default domain, or `domain::Op` for the compiler's internal
+ops, e.g. "ai.tfpopef::FusedConv"). A rule is `(NodeContext) -> KernelCall`; adding an op = one
+rule function with @lowering_rule("Op") in a module imported by compiler/lowering/rules/__init__.py."""
 import importlib
 from typing import Callable, Dict, List
 
@@ -28,14 +28,15 @@ def _load_rules() -> None:
 
 
 def supported_ops() -> List[str]:
+    """The ONNX ops a model may contain (the internal `domain::Op` ones are written by passes)."""
     _load_rules()
-    return sorted(_RULES)
+    return sorted(op for op in _RULES if "::" not in op)
 
 
 def find_rule(node: onnx.NodeProto, model_name: str = "<model>") -> Rule:
     _load_rules()
-    if node.domain in ("", "ai.onnx") and node.op_type in _RULES:
-        return _RULES[node.op_type]
     op = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"
+    if op in _RULES:
+        return _RULES[op]
     raise UnsupportedOpError(f"{model_name}: unsupported op '{op}' (node '{node.name}'); the emulator supports "
                              f"{', '.join(supported_ops())}")

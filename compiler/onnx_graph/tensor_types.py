@@ -9,6 +9,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from compiler.errors import ConversionError
+from compiler.onnx_graph import internal_ops  # noqa: F401  (registers the ai.tfpopef schemas with ONNX)
 
 Dim = Union[int, str, None]  # int when static; the dim_param name or None when not
 
@@ -131,7 +132,10 @@ def _light_copy(model: onnx.ModelProto) -> onnx.ModelProto:
         # then conflict with the shapes inferred from the new inputs.
         copy = dst.output.add()
         copy.name = out.name
-        if out.type.HasField("tensor_type"):
+        passthrough = next((i for i in src.input if i.name == out.name), None)
+        if passthrough is not None:  # an output that is an input (a loop body's unchanged value) has its type
+            copy.type.CopyFrom(passthrough.type)
+        elif out.type.HasField("tensor_type"):
             copy.type.tensor_type.elem_type = out.type.tensor_type.elem_type
         else:
             copy.type.CopyFrom(out.type)
@@ -149,8 +153,34 @@ class InferredTypes:
 
 def infer_types(model: onnx.ModelProto, strict: bool = False, model_name: str = "<model>") -> InferredTypes:
     """Types of all tensors. strict=True turns any inference error or type mismatch into a
-    ConversionError naming the node (onnx's message names it)."""
+    ConversionError naming the node (onnx's message names it). If/Loop nodes kept for run time
+    are typed from their bodies (onnx_graph/subgraph_model.py) and inference reruns with those
+    types as hints, so the tensors computed from their outputs get static shapes too."""
+    result = _infer_types(model, strict, model_name)
+    if not any(n.op_type in ("If", "Loop") for n in model.graph.node):
+        return result
+    from compiler.onnx_graph.subgraph_model import control_flow_output_types
+    hints: Dict[str, TensorType] = {}
+    for _ in range(4):  # a Loop fed by another Loop's output is typed one round later
+        found = {k: v for k, v in control_flow_output_types(model, result.types, model_name).items()
+                 if result.types.get(k) != v}
+        if not found:
+            break
+        hints.update(found)
+        result = _infer_types(model, strict, model_name, hints)
+    return result
+
+
+def _infer_types(model: onnx.ModelProto, strict: bool, model_name: str,
+                 hints: Optional[Dict[str, TensorType]] = None) -> InferredTypes:
     light = _light_copy(model)
+    outputs = {o.name for o in light.graph.output}
+    for name, t in (hints or {}).items():
+        vi = next((o for o in light.graph.output if o.name == name), None) if name in outputs else None
+        if vi is None:
+            vi = light.graph.value_info.add()
+            vi.name = name
+        write_type(vi, t)
     try:
         inferred = onnx.shape_inference.infer_shapes(light, check_type=strict, strict_mode=strict, data_prop=True)
     except Exception as e:  # onnx raises InferenceError / ValidationError from C++

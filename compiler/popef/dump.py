@@ -49,6 +49,9 @@ def _programs(executable: dict) -> dict:
             for key in ("inputs", "outputs"):
                 if key in step:
                     step[f"{key}_names"] = [names.get(i, f"#{i}") for i in step[key]]
+            for key in ("cond", "trip_count"):  # If/Loop control tensors (-1: none)
+                if isinstance(step.get(key), int) and step[key] >= 0:
+                    step[f"{key}_name"] = names.get(step[key], f"#{step[key]}")
             rendered.append(step)
         out[program] = rendered
     return out
@@ -178,6 +181,14 @@ def _step_text(step: dict) -> str:
         return f"LoadTensorData {step.get('tensor_data')} -> weights+{step.get('offset')} ({step.get('nbytes'):,} bytes)"
     if op == "Switch":
         return f"Switch on '{step.get('index_anchor')}': cases {', '.join(step.get('cases', []))}"
+    if op == "If":
+        return (f"If '{step.get('name', '')}' on '{step.get('cond_name')}': then {step.get('then')}, else "
+                f"{step.get('else')} -> {', '.join(step.get('outputs_names', []))}")
+    if op == "Loop":
+        limits = [f"max_trip_count={step.get('max_trip_count')}"]
+        limits += [f"{key}='{step[key + '_name']}'" for key in ("trip_count", "cond") if key + "_name" in step]
+        return (f"Loop '{step.get('name', '')}' body {step.get('body')} ({' '.join(limits)}): "
+                f"{', '.join(step.get('inputs_names', []))} -> {', '.join(step.get('outputs_names', []))}")
     text = f"{op} '{step.get('name', '')}': {', '.join(step.get('inputs_names', []))} -> " \
            f"{', '.join(step.get('outputs_names', []))}"
     if step.get("attrs"):

@@ -3,7 +3,9 @@ popef-model-server -> a gRPC PredictRequest and a REST predict per model, printe
 original models' outputs (onnxruntime) -> server stopped.
 
     cd examples/serving_demo && ../../.venv/bin/python run_demo.py      (make demo runs it)
+    run_demo.py --work_dir DIR        (models, PopEF and server log go to DIR, default ./work)
 """
+import argparse
 import json
 import os
 import shutil
@@ -92,7 +94,12 @@ def start_server(base_path):
     return process, ports["grpc_port"], rest_port
 
 
-def main():
+def main(argv=None):
+    global WORK
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--work_dir", default=WORK,
+                        help="where the models, the PopEF and the server log go (emptied first)")
+    WORK = os.path.abspath(parser.parse_args(argv).work_dir)
     shutil.rmtree(WORK, ignore_errors=True)
     os.makedirs(WORK)
     step("building three ONNX models: adder (fp32 Add+Reshape), concat (fp16 Concat), "

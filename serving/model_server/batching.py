@@ -101,6 +101,17 @@ def _rows(inputs: Dict[str, np.ndarray]) -> int:
     return next(iter(sizes.values()))
 
 
+def _merge(parts: List[np.ndarray], rows: int, size: int) -> np.ndarray:
+    """The tasks' rows in one array of `size` rows (one copy), padded with copies of the first
+    row like TF Serving's BatchingSession."""
+    first = parts[0]
+    merged = np.empty((size,) + first.shape[1:], dtype=first.dtype)
+    np.concatenate(parts, out=merged[:rows])
+    if size > rows:
+        merged[rows:] = merged[:1]
+    return merged
+
+
 class BatchScheduler:
     """Shared by all models; thread-safe. `observer` gets batch metrics (may be None)."""
 
@@ -142,9 +153,15 @@ class BatchScheduler:
                         f"{self.options.max_batch_size} rows)")
                 batch = _Batch()
                 queue.batches.append(batch)
+                opened = True
+            else:
+                opened = False
             batch.tasks.append(task)
             batch.rows += rows
-            self._cv.notify()
+            # Batch threads only need waking when a batch starts its timeout or is full: a
+            # wake-up per request would cost every request a GIL round trip.
+            if opened or batch.rows >= self.options.max_batch_size:
+                self._cv.notify()
         return task.future.result()
 
     # ---- batch threads -------------------------------------------------------------------
@@ -188,12 +205,8 @@ class BatchScheduler:
         tasks = batch.tasks
         size = self._padded_size(batch.rows)
         try:
-            names = list(tasks[0].inputs)
-            merged = {n: np.concatenate([t.inputs[n] for t in tasks]) for n in names}
-            padding = size - batch.rows
-            if padding:
-                merged = {n: np.concatenate([a, np.repeat(a[:1], padding, axis=0)])
-                          for n, a in merged.items()}
+            merged = {name: _merge([t.inputs[name] for t in tasks], batch.rows, size)
+                      for name in tasks[0].inputs}
             outputs = queue.servable.run_unbatched(queue.signature, merged)
             for name, value in outputs.items():
                 if value.ndim == 0 or value.shape[0] != size:

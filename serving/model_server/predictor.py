@@ -33,7 +33,7 @@ def predict(manager, request: predict_pb2.PredictRequest) -> predict_pb2.Predict
     response = predict_pb2.PredictResponse()
     _fill_spec(response.model_spec, servable, key)
     for alias in wanted:
-        response.outputs[alias].CopyFrom(to_tensor_proto(outputs[alias]))
+        to_tensor_proto(outputs[alias], into=response.outputs[alias])
     return response
 
 

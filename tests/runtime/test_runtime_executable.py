@@ -51,8 +51,8 @@ CASES = [
     (add_model, _set("metadata.anchors.0.batch_axis", 5), runtime.InvalidArgumentError,
      "Metadata.anchors[0].batch_axis: expected an integer in [-1, 1], got 5"),
     (add_model, _set("metadata.num_ipus", 2), runtime.UnimplementedError, "needs 2 IPU(s)"),
-    (add_model, _set("executable.version", 2), runtime.UnimplementedError,
-     "Executable version 2 is not supported"),
+    (add_model, _set("executable.version", 3), runtime.UnimplementedError,  # 2 adds If/Loop steps
+     "Executable version 3 is not supported"),
     (add_model, _set("executable.tensors.0.anchor", "Z"), runtime.InvalidArgumentError,
      "Executable.tensors[0].anchor: 'Z' is not an anchor name"),
     (add_model, _set("executable.tensors.0.shape", [4, 3]), runtime.InvalidArgumentError,

@@ -247,8 +247,9 @@ def test_runtime_config():
     assert c.timeout_ns == 42
     c.batching_dim = 1
     c.validate_io_params = False
+    c.profile = False  # its default comes from TF_POPEF_PROFILE
     assert repr(c) == ("RuntimeConfig(timeout_ns=42, batching_dim=1, validate_io_params=False, "
-                       "ring_buffer_size_multiplier=2, thread_safe=True, device_id=-1)")
+                       "ring_buffer_size_multiplier=2, thread_safe=True, device_id=-1, spin_ns=20000, profile=False)")
     with pytest.raises(ValueError, match="timeout_ns must be >= 0"):
         c.timeout_ns = -1
     with pytest.raises(TypeError, match="timeout_ns must be an int"):

@@ -66,3 +66,44 @@ print(json.dumps({**out, "concat": loaded.signatures["concat"](X=tf.constant(x))
     assert out["adder"] == [2.0, 2.0]
     assert out["notes"] == ["subgraph 'adder' is exported with its fixed compiled shapes and batching off for its "
                             "signature: anchor 'graph0/O' has no batch axis"]  # anchors keep graph{i} names
+
+
+def test_without_cross_request_batching_each_request_runs_alone_padded(add_popef, tmp_path):
+    """cross_request_batching=False: same signature (any batch size), every request runs on
+    whole zero-padded compiled batches of its own: with a 1.5 s packing timeout a batch-1 call
+    answers at once, where the packing export waits the timeout for other requests' rows."""
+    out = run_fresh("""
+import json, sys, time
+import numpy as np, tensorflow as tf, tf_popef_op
+from concurrent.futures import ThreadPoolExecutor
+from serving.export import export_saved_model
+def load(export_dir, packing):
+    export_saved_model(sys.argv[1], export_dir, timeout_ns=1_500_000_000,
+                       cross_request_batching=packing)
+    return tf.saved_model.load(export_dir).signatures["serving_default"]
+def seconds(fn, n):
+    x = tf.ones([n, 2])
+    start = time.perf_counter()
+    fn(X=x, Y=x)
+    return time.perf_counter() - start
+alone, packing = load(sys.argv[2] + "/alone", False), load(sys.argv[2] + "/packing", True)
+bad = []
+for n in [0, 1, 3, 4, 5, 9]:
+    x = np.arange(2 * n, dtype=np.float32).reshape(n, 2)
+    got = alone(X=tf.constant(x), Y=tf.constant(x * 3))["O"].numpy()
+    if got.shape != (n, 2) or not np.array_equal(got, x * 4):
+        bad.append(n)
+def one(i):   # concurrent callers each get their own rows back
+    x = np.full((1, 2), i, np.float32)
+    return np.array_equal(alone(X=tf.constant(x), Y=tf.constant(x))["O"].numpy(), x * 2)
+with ThreadPoolExecutor(8) as pool:
+    concurrent_ok = all(pool.map(one, range(64)))
+spec = {k: v.shape.as_list() for k, v in alone.structured_input_signature[1].items()}
+print(json.dumps({"bad": bad, "spec": spec, "concurrent_ok": concurrent_ok,
+                  "alone_s": seconds(alone, 1), "packing_s": seconds(packing, 1),
+                  "packing_full_s": seconds(packing, 4)}))
+""", add_popef, str(tmp_path / "add"))
+    assert out["spec"] == {"X": [None, 2], "Y": [None, 2]}
+    assert out["bad"] == [] and out["concurrent_ok"]
+    assert out["packing_s"] >= 1.4                       # waited for rows that never came
+    assert out["alone_s"] < 1.0 and out["packing_full_s"] < 1.0   # full batches run at once

@@ -10,6 +10,7 @@ import grpc
 import numpy as np
 import pytest
 import tensorflow as tf
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
 from serving.model_server.warmup import write_warmup_file
@@ -46,7 +47,8 @@ def server(tmp_path_factory):
     process = ServerProcess(root / "server", "--model_name=m",
                             f"--model_base_path={root / 'models' / 'm'}", "--enable_batching",
                             f"--batching_parameters_file={root / 'batching.config'}",
-                            f"--monitoring_config_file={root / 'monitoring.config'}").start()
+                            f"--monitoring_config_file={root / 'monitoring.config'}",
+                            "--enable_grpc_healthcheck_service").start()
     yield process
     process.stop()
 
@@ -137,7 +139,13 @@ def test_prometheus_metrics_use_tf_serving_names(server):
 
 
 def test_sigterm_drains_in_flight_requests(server):
-    """Runs last: stops the module's server."""
+    """Runs last: stops the module's server. While it drains, the health service tells its
+    watchers NOT_SERVING (load balancers stop routing to it) before in-flight requests end."""
+    health = health_pb2_grpc.HealthStub(server.channel)
+    watch = health.Watch(health_pb2.HealthCheckRequest(service=""), timeout=60)
+    statuses = iter(watch)
+    assert next(statuses).status == health_pb2.HealthCheckResponse.SERVING
+
     def slow_call(index):
         request, x = _request(1, "slow")
         if index == 2:
@@ -151,6 +159,10 @@ def test_sigterm_drains_in_flight_requests(server):
         futures = [pool.submit(slow_call, i) for i in range(3)]
         time.sleep(0.15)   # all are queued or running: the batch takes >= 0.3 s
         server.process.send_signal(signal.SIGTERM)
+        assert next(statuses).status == health_pb2.HealthCheckResponse.NOT_SERVING
+        still_running = sum(not f.done() for f in futures)
         assert [f.result(timeout=30) for f in futures] == [True, True, True]
+    assert still_running > 0   # NOT_SERVING came while requests were still being served
+    watch.cancel()
     assert server.process.wait(30) == 0
     assert "Server stopped cleanly" in server.log()

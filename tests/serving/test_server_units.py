@@ -1,5 +1,6 @@
 """In-process units: REST JSON conversion, the batch scheduler, flags-free error mapping."""
 import threading
+import time
 
 import grpc
 import numpy as np
@@ -108,6 +109,64 @@ def test_padding_and_split():
     assert servable.batches == [4]   # 3 rows padded to the allowed size 4
     for i in range(3):
         assert results[i].tolist() == [[2 * i, 2 * i]]
+
+
+def _concurrent_runs(wrapped, count, rows=1):
+    """Runs `count` requests of `rows` rows from as many threads; returns their outputs."""
+    results = [None] * count
+
+    def call(i):
+        results[i] = wrapped.run("", {"x": np.full((rows, 2), i, np.float32)})["y"]
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(20)
+    return results
+
+
+def test_full_batch_runs_at_once_and_a_partial_one_after_the_timeout():
+    """TF Serving's rule: a batch runs as soon as it holds max_batch_size rows, otherwise
+    batch_timeout_micros after its first request arrived."""
+    scheduler = BatchScheduler(BatchingOptions(max_batch_size=4, batch_timeout_micros=300_000,
+                                               num_batch_threads=1))
+    servable = RecordingServable()
+    wrapped = BatchingServable(servable, scheduler)
+    start = time.perf_counter()
+    results = _concurrent_runs(wrapped, 4)
+    full_s = time.perf_counter() - start
+    start = time.perf_counter()
+    single = wrapped.run("", {"x": np.ones((1, 2), np.float32)})["y"]
+    partial_s = time.perf_counter() - start
+    scheduler.stop()
+    assert servable.batches == [4, 1]
+    assert [r.tolist() for r in results] == [[[2 * i, 2 * i]] for i in range(4)]
+    assert single.tolist() == [[2, 2]]
+    assert full_s < 0.25          # did not wait for the 0.3 s timeout
+    assert 0.28 <= partial_s < 5  # waited for it
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_num_batch_threads_bounds_concurrent_batches(threads):
+    scheduler = BatchScheduler(BatchingOptions(max_batch_size=1, num_batch_threads=threads))
+    servable = RecordingServable()
+    active, peak, lock = [0], [0], threading.Lock()
+    plain_run = servable.run
+
+    def counting_run(signature, inputs):
+        with lock:
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+        time.sleep(0.2)   # long enough for every free batch thread to pick up a batch
+        with lock:
+            active[0] -= 1
+        return plain_run(signature, inputs)
+    servable.run = counting_run
+    wrapped = BatchingServable(servable, scheduler)
+    results = _concurrent_runs(wrapped, 4)
+    scheduler.stop()
+    assert all(r is not None for r in results)
+    assert servable.batches == [1, 1, 1, 1] and peak[0] == threads
 
 
 def test_queue_full_and_oversized_task():

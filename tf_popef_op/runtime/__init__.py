@@ -18,7 +18,9 @@ from tf_popef_op.runtime._runtime import (  # noqa: F401
     ModelRunner,
     RuntimeConfig,
     kernel_ops,
+    num_threads,
 )
+from tf_popef_op.runtime.profiling import format_profile, profile_by_op  # noqa: F401
 from tf_popef_op.runtime.errors import (  # noqa: F401
     DataLossError,
     DeadlineExceededError,
@@ -34,7 +36,7 @@ from tf_popef_op.runtime.errors import (  # noqa: F401
 
 __all__ = [
     "AnchorDescriptor", "BATCHING_OFF", "DEVICE_MEMORY_BYTES", "DeviceManager", "Future", "ModelRunner",
-    "RuntimeConfig", "kernel_ops",
+    "RuntimeConfig", "kernel_ops", "num_threads", "format_profile", "profile_by_op",
     "Error", "InvalidArgumentError", "NotFoundError", "FailedPreconditionError", "DeadlineExceededError",
     "UnimplementedError", "ResourceExhaustedError", "DataLossError", "InternalError", "error_from_code",
 ]

@@ -7,3 +7,4 @@ from compiler.converter.passes import (  # noqa: F401
 )
 from compiler.converter.passes import unroll_control_flow  # noqa: F401,E402
 from compiler.converter.passes import decompose_einsum  # noqa: F401,E402
+from compiler.converter.passes import fold_batchnorm, fuse_epilogue  # noqa: F401,E402  (issue 5)

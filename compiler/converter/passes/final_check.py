@@ -20,7 +20,8 @@ def final_check(model, ctx):
     # Lowering each node is the exact test of "lowerable": unsupported op types, dtypes or
     # non-constant shape operands raise the same errors the compile step would.
     from compiler.lowering.lower_graph import lower_graph  # the lowering imports the converter's helpers
-    lower_graph(model, _DiscardingWeightStore(), ctx.model_name)
+    # (Kernel fusion is the compile step's; fused nodes lower from the nodes checked here.)
+    lower_graph(model, _DiscardingWeightStore(), ctx.model_name, kernel_fusion=False)
     return model
 
 

@@ -6,3 +6,4 @@ from compiler.lowering.rules import (  # noqa: F401  (issue 4 part A: operator c
     conv, data_movement, elementwise_logic, normalization, pool, reduce, resize, static_values,
 )
 from compiler.lowering.rules import recurrent  # noqa: F401,E402  (LSTM, GRU)
+from compiler.lowering.rules import fused_ops  # noqa: F401,E402  (issue 5: FusedConv/FusedGemm/FusedMatMul)

@@ -13,7 +13,7 @@ def test_storage_of_inputs_outputs_weights_and_intermediates():
              helper.make_node("Sigmoid", ["O"], ["P"])]
     model = make_model(nodes, [("X", F32, [2, 3])], [("O", F32, [2, 4]), ("P", F32, [2, 4])],
                        {"W": np.ones((3, 4), np.float32)})
-    g = lower_graph(model, WeightStore(), "m.onnx")
+    g = lower_graph(model, WeightStore(), "m.onnx", kernel_fusion=False)  # h stays an intermediate
     storage = {n: (t.storage, t.anchor) for n, t in g.tensors.items()}
     assert storage == {"X": ("input", "X"), "W": ("weight", None), "h": ("arena", None), "O": ("output", "O"),
                        "P": ("output", "P")}

@@ -26,12 +26,14 @@ def test_text_sections(popef_file, capsys):
     for section in ("PopEF file:", "Metadata:", "Anchors (2):", "Programs:", "TensorData (2):", "Opaques (1):"):
         assert section in text
     assert "ipu version: ipu2" in text and "batch size: 4" in text and "format version 1.0" in text
-    assert "device memory: weights 128 + arena 64 = 192 bytes" in text
+    assert "device memory: weights 128 + arena 0 = 128 bytes" in text  # the fused Gemm writes O directly
     anchor_rows = [line.split() for line in text.splitlines() if line.startswith("  X ") or line.startswith("  O ")]
     assert ["X", "input", "float32", "[4,", "3]", "0", "0"] in anchor_rows
     assert ["O", "output", "float32", "[4,", "2]", "0", "0"] in anchor_rows
-    assert "[0] Gemm 'gemm': X, W, B -> g  alpha=1.0 beta=1.0 transA=0 transB=1" in text
-    assert "[1] Relu 'relu': g -> O" in text
+    # Gemm + Relu compiled into one fused step (docs/popef.md, internal ops), shown with its epilogue.
+    assert ("[0] FusedGemm 'gemm': X, W, B -> O  alpha=1.0 beta=1.0 transA=0 transB=1 activation=\"Relu\" "
+            "activation_params=[] has_bias=1 has_sum=0") in text
+    assert "Relu 'relu'" not in text
     assert "[0] LoadTensorData W -> weights+0 (24 bytes)" in text
     assert "subgraph 0 'graph0': program main, batch size 4 (axis 0), inputs X -> outputs O" in text
     assert any(line.split()[:5] == ["W", "float32", "[2,", "3]", "24"] for line in text.splitlines() if line.strip())
@@ -46,7 +48,7 @@ def test_json_document(popef_file, capsys):
     assert doc["metadata"]["ipu_version"] == "ipu2" and doc["metadata"]["batch_size"] == 4
     assert [(a["name"], a["direction"], a["shape"]) for a in doc["anchors"]] == [("X", "input", [4, 3]),
                                                                                  ("O", "output", [4, 2])]
-    assert [s["op"] for s in doc["programs"]["main"]] == ["Gemm", "Relu"]
+    assert [s["op"] for s in doc["programs"]["main"]] == ["FusedGemm"]
     assert doc["programs"]["main"][0]["inputs_names"] == ["X", "W", "B"]
     assert [(t["name"], t["dtype"], t["shape"], t["nbytes"], t["offset"]) for t in doc["tensor_data"]] == \
         [("W", "float32", [2, 3], 24, 0), ("B", "float32", [2], 8, 64)]

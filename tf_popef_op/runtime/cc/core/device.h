@@ -47,8 +47,13 @@ class Device {
   // --- Lock() holder only ---
   bool Holds(uint64_t hash) const;
   // Forgets the loaded executable and sizes weight memory and arena for a new one
-  // (contents undefined until the Load program fills the weights).
-  void PrepareLoad(uint64_t weights_bytes, uint64_t arena_bytes);
+  // (contents undefined until the Load program fills the weights). The capacity check uses
+  // the executable's full weights_bytes (as on an IPU); only `backed_weights_bytes` of host
+  // memory are provided, since weights used in place from the PopEF need none.
+  void PrepareLoad(uint64_t weights_bytes, uint64_t arena_bytes, uint64_t backed_weights_bytes);
+  // Changes whenever PrepareLoad may have moved weights()/arena(): pointers into them that
+  // were taken at another generation must be taken again.
+  uint64_t load_generation() const { return load_generation_; }
   // Marks the executable `hash` as loaded and records the load time.
   void FinishLoad(uint64_t hash, int64_t elapsed_ns);
   uint8_t* weights() { return weights_.data(); }
@@ -65,6 +70,7 @@ class Device {
   mutable std::mutex stats_mu_;  // guards stats_ (readers must not wait for a running program)
   DeviceStats stats_;
   bool had_executable_ = false;  // an executable was loaded before the current load started
+  uint64_t load_generation_ = 1;  // Lock() holder only
 };
 
 }  // namespace tfpopef

@@ -7,12 +7,16 @@
 #include <set>
 
 #include "tf_popef_op/runtime/cc/core/aligned_buffer.h"
+#include "tf_popef_op/runtime/cc/core/control_flow.h"
 #include "tf_popef_op/runtime/cc/core/json_fields.h"
 
 namespace tfpopef {
 namespace {
 
-constexpr int64_t kExecutableVersion = 1;
+// Version 2 = version 1 + the If and Loop steps (run-time control flow); the compiler writes 1
+// when it emits neither, so older runtimes keep loading those executables.
+constexpr int64_t kMinExecutableVersion = 1;
+constexpr int64_t kExecutableVersion = 2;
 
 uint32_t Crc(uint32_t crc, const void* p, size_t n) {
   const auto* b = static_cast<const uint8_t*>(p);
@@ -142,9 +146,9 @@ class Executable::Parser {
 
   void ParseExecutableHeader(const JsonObject& prog, const JsonObject& meta) {
     const int64_t version = prog.Int("version");
-    if (version != kExecutableVersion)
+    if (version < kMinExecutableVersion || version > kExecutableVersion)
       Fail("Executable version " + std::to_string(version) + " is not supported (this runtime supports " +
-               std::to_string(kExecutableVersion) + ")",
+               std::to_string(kMinExecutableVersion) + " to " + std::to_string(kExecutableVersion) + ")",
            ErrorCode::kUnimplemented);
     constexpr int64_t kMaxBytes = int64_t{1} << 48;  // far above any device; keeps sums overflow-free
     exe_.weights_bytes_ = static_cast<uint64_t>(prog.Int("weights_bytes", 0, kMaxBytes));
@@ -267,6 +271,11 @@ class Executable::Parser {
       s.index_anchor = a;
       for (const std::string& c : o.Strings("cases")) s.cases.push_back(RequireProgram(o, "cases", c));
       if (s.cases.empty()) o.Fail("cases", "a Switch needs at least one case");
+    } else if (s.op == "If" || s.op == "Loop") {
+      ParseControlStep(
+          o, s, exe_.tensors_, [this](const JsonObject& j, const std::string& k, int64_t id) { return TensorIndex(j, k, id); },
+          [this](const JsonObject& j, const std::string& k, const std::string& n) { return RequireProgram(j, k, n); });
+      if (s.node.empty()) s.node = program + "#" + std::to_string(index);
     } else if (s.op == "LoadTensorData") {
       s.kind = Step::Kind::kLoadTensorData;
       const std::string name = o.String("tensor_data");
@@ -372,6 +381,7 @@ class Executable::Parser {
   }
 
   void CheckStructure() {
+    CheckControlFlowPrograms(src_, exe_.programs_);
     const Program& main = exe_.programs_[exe_.main_program_];
     const auto& subgraphs = exe_.subgraphs_;
     for (const Program& p : exe_.programs_)
@@ -431,7 +441,8 @@ class Executable::Parser {
       if (exe_.index_anchor_ >= 0) own.insert(exe_.index_anchor_);
       std::set<int> written;
       const Program& p = exe_.programs_[sg.program];
-      for (const Step& s : p.steps) {
+      for (const Step* step : StepsWithSubprograms(exe_.programs_, sg.program)) {
+        const Step& s = *step;
         for (const auto* list : {&s.inputs, &s.outputs})
           for (int t : *list) {
             const ExecTensor& tensor = exe_.tensors_[t];

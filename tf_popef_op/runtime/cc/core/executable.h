@@ -44,9 +44,12 @@ struct ExecTensor {
   int anchor = -1;      // input/output storage: index into anchors()
 };
 
-// One program step: a kernel call, a Switch (control) or a LoadTensorData copy.
+struct ControlFlow;  // control_flow.h
+
+// One program step: a kernel call, a Switch (control), a LoadTensorData copy, or run-time
+// control flow (If / Loop: sub-programs, see control_flow.h).
 struct Step {
-  enum class Kind : uint8_t { kKernel, kSwitch, kLoadTensorData };
+  enum class Kind : uint8_t { kKernel, kSwitch, kLoadTensorData, kIf, kLoop };
   Kind kind = Kind::kKernel;
   std::string op;    // "Add", "Switch", "LoadTensorData"
   std::string node;  // ONNX node name (kernel steps), for messages
@@ -60,6 +63,8 @@ struct Step {
   const PopefBlob* tensor_data = nullptr;
   uint64_t offset = 0;
   uint64_t nbytes = 0;
+  // kIf / kLoop: sub-programs and operand layout (inputs/outputs above are its operands).
+  std::shared_ptr<const ControlFlow> control;
 };
 
 struct Program {

@@ -34,7 +34,12 @@ void WriteInteger(DType dtype, int64_t v, void* p) {
   }
 }
 
-size_t ShapeBytes(DType dtype, const std::vector<int64_t>& shape) { return TensorDesc{dtype, shape}.nbytes(); }
+// Same as TensorDesc{dtype, shape}.nbytes() without copying the shape (no allocation).
+size_t ShapeBytes(DType dtype, const std::vector<int64_t>& shape) {
+  size_t n = DTypeSize(dtype);
+  for (int64_t d : shape) n *= static_cast<size_t>(d);
+  return n;
+}
 
 }  // namespace
 
@@ -44,6 +49,7 @@ ModelRunner::ModelRunner(std::shared_ptr<const PopefReader> popef, const Runtime
     Invalid("RuntimeConfig.ring_buffer_size_multiplier must be at least 1, got " +
             std::to_string(config_.ring_buffer_size_multiplier));
   if (config_.timeout_ns < 0) Invalid("RuntimeConfig.timeout_ns must be >= 0, got " + std::to_string(config_.timeout_ns));
+  if (config_.spin_ns < 0) Invalid("RuntimeConfig.spin_ns must be >= 0, got " + std::to_string(config_.spin_ns));
   const auto& subgraphs = exe_->subgraphs();
   for (size_t s = 0; s < subgraphs.size(); ++s)
     plans_.push_back(SubgraphBatching::Plan(*exe_, static_cast<int>(s), config_));
@@ -51,6 +57,7 @@ ModelRunner::ModelRunner(std::shared_ptr<const PopefReader> popef, const Runtime
   device_ = &DeviceManager::Get().Acquire(*exe_, config_.device_id);
   try {
     session_ = std::make_unique<Session>(exe_, *device_);
+    session_->set_profiling(config_.profile);
     session_->Load();
 
     // One queue per anchor, sized by the batch of the subgraph it belongs to.
@@ -67,7 +74,7 @@ ModelRunner::ModelRunner(std::shared_ptr<const PopefReader> popef, const Runtime
       anchor_queue_.push_back(static_cast<int>(specs.size()));
       specs.push_back({anchors[a].name, capacity});
     }
-    queues_ = std::make_unique<QueueManager>(std::move(specs), max_capacity, config_.thread_safe);
+    queues_ = std::make_unique<QueueManager>(std::move(specs), max_capacity, config_.thread_safe, config_.spin_ns);
 
     for (const SubgraphBatching& plan : plans_) {
       std::vector<AlignedBuffer> buffers;
@@ -81,6 +88,11 @@ ModelRunner::ModelRunner(std::shared_ptr<const PopefReader> popef, const Runtime
       index_values_.push_back(std::move(index));
     }
     bindings_.assign(anchors.size(), nullptr);
+    // A synchronous caller needs two requests: the one it submits and the previous one, which
+    // the device thread may still hold for a moment after completing it. Both are used in turn
+    // (AcquireRequest searches round-robin), so both are warm after a few calls.
+    pool_.reserve(kRequestPoolSize);
+    for (int i = 0; i < 2; ++i) pool_.push_back(std::make_shared<Request>());
     thread_ = std::thread([this] { DeviceLoop(); });
   } catch (...) {
     DeviceManager::Get().Release(*device_);
@@ -127,7 +139,7 @@ RunnerStats ModelRunner::stats() const {
 std::shared_ptr<Request> ModelRunner::Execute(const std::vector<HostTensor>& inputs,
                                               const std::vector<HostTensor>& outputs) {
   auto request = ExecuteAsync(inputs, outputs);
-  request->Wait();
+  request->Wait(config_.spin_ns);
   request->ThrowIfFailed();
   return request;
 }
@@ -137,8 +149,8 @@ std::shared_ptr<Request> ModelRunner::ExecuteAsync(const std::vector<HostTensor>
   if (closed_.load()) throw Error(ErrorCode::kFailedPrecondition, "ModelRunner is closed");
   std::shared_ptr<Request> request = Validate(inputs, outputs);
   request->on_done_ = std::move(on_done);
-  std::vector<QueueEntry> entries;
-  entries.reserve(request->queue_ids_.size());
+  thread_local std::vector<QueueEntry> entries;  // keeps its capacity: no allocation per request
+  entries.clear();
   const size_t n_in = request->inputs_.size();
   for (size_t i = 0; i < request->queue_ids_.size(); ++i) {
     void* data = i < n_in ? request->inputs_[i]
@@ -156,11 +168,36 @@ std::shared_ptr<Request> ModelRunner::ExecuteAsync(const std::vector<HostTensor>
   return request;
 }
 
+std::shared_ptr<Request> ModelRunner::AcquireRequest() {
+  {
+    std::lock_guard<std::mutex> l(pool_mu_);
+    for (size_t k = 0; k < pool_.size(); ++k) {
+      const size_t i = (pool_next_ + k) % pool_.size();
+      // Only the pool holds it: nobody can take a new reference, so it is free to recycle.
+      if (pool_[i].use_count() == 1) {
+        // use_count() is a relaxed load; pair it with the last owner's release.
+        std::atomic_thread_fence(std::memory_order_acquire);
+        pool_next_ = i + 1;
+        pool_[i]->Reset();
+        return pool_[i];
+      }
+    }
+    if (pool_.size() < kRequestPoolSize) {
+      pool_.push_back(std::make_shared<Request>());
+      return pool_.back();
+    }
+  }
+  return std::make_shared<Request>();  // all pooled requests busy: a one-off
+}
+
 std::shared_ptr<Request> ModelRunner::Validate(const std::vector<HostTensor>& inputs,
-                                               const std::vector<HostTensor>& outputs) const {
+                                               const std::vector<HostTensor>& outputs) {
   const auto& anchors = exe_->anchors();
   const auto& subgraphs = exe_->subgraphs();
-  std::vector<int> given_in(anchors.size(), -1), given_out(anchors.size(), -1);
+  // Per calling thread, keeping their capacity: no allocation per request.
+  thread_local std::vector<int> given_in, given_out;
+  given_in.assign(anchors.size(), -1);
+  given_out.assign(anchors.size(), -1);
   std::vector<std::string> unknown;
   auto resolve = [&](const std::vector<HostTensor>& tensors, bool as_input) {
     std::vector<int>& given = as_input ? given_in : given_out;
@@ -214,7 +251,10 @@ std::shared_ptr<Request> ModelRunner::Validate(const std::vector<HostTensor>& in
   }
   const Subgraph& sg = subgraphs[s];
   const SubgraphBatching& plan = plans_[s];
-  const std::string which = exe_->fused() ? "subgraph " + std::to_string(s) + " (" + Quote(sg.name) + ")" : "the model";
+  // Messages are only built on failure (the success path allocates nothing).
+  auto which = [&] {
+    return exe_->fused() ? "subgraph " + std::to_string(s) + " (" + Quote(sg.name) + ")" : std::string("the model");
+  };
 
   // Which anchors: exactly the subgraph's inputs, or (validate_io_params off) at least them.
   std::vector<std::string> missing, foreign;
@@ -227,7 +267,7 @@ std::shared_ptr<Request> ModelRunner::Validate(const std::vector<HostTensor>& in
     if ((given_in[a] >= 0 && !own_in) || (given_out[a] >= 0 && !own_out)) foreign.push_back(anchors[a].name);
   }
   if (config_.validate_io_params && (!missing.empty() || !foreign.empty())) {
-    std::string msg = "the request does not match the anchors of " + which + ":";
+    std::string msg = "the request does not match the anchors of " + which() + ":";
     if (!missing.empty()) msg += " missing input" + std::string(missing.size() > 1 ? "s " : " ") + QuotedList(missing) + ";";
     if (!foreign.empty())
       msg += " not anchors of this subgraph: " + QuotedList(foreign) +
@@ -236,64 +276,71 @@ std::shared_ptr<Request> ModelRunner::Validate(const std::vector<HostTensor>& in
     Invalid(msg);
   }
   if (!missing.empty())
-    Invalid("missing input" + std::string(missing.size() > 1 ? "s " : " ") + QuotedList(missing) + " of " + which);
+    Invalid("missing input" + std::string(missing.size() > 1 ? "s " : " ") + QuotedList(missing) + " of " + which());
 
   // Types, shapes and the number of rows.
   auto shape_hint = [&] {
-    return " (" + which + " accepts only its compiled shapes: " + plan.exact_reason + ")";
+    return " (" + which() + " accepts only its compiled shapes: " + plan.exact_reason + ")";
   };
   int64_t rows = -1;
-  std::string rows_from;
-  auto request = std::make_shared<Request>();
+  int rows_from = -1;  // the anchor that set `rows`
+  std::shared_ptr<Request> request = AcquireRequest();
   request->subgraph_ = s;
   request->index_data_ = index_data;
   for (const AnchorLayout& l : plan.inputs) {
     const Anchor& a = anchors[l.anchor];
     const HostTensor& t = inputs[given_in[l.anchor]];
-    const std::string what = "input " + Quote(a.name);
+    auto what = [&] { return "input " + Quote(a.name); };
     if (t.dtype != a.desc.dtype)
-      Invalid(what + ": expected dtype " + DTypeName(a.desc.dtype) + ", got " + DTypeName(t.dtype));
+      Invalid(what() + ": expected dtype " + DTypeName(a.desc.dtype) + ", got " + DTypeName(t.dtype));
     if (!plan.batched) {
       if (t.shape != a.desc.shape)
-        Invalid(what + ": expected shape " + ShapeToString(a.desc.shape) + ", got " + ShapeToString(t.shape) + shape_hint());
+        Invalid(what() + ": expected shape " + ShapeToString(a.desc.shape) + ", got " + ShapeToString(t.shape) + shape_hint());
     } else {
       bool ok = t.shape.size() == a.desc.shape.size();
       for (size_t d = 0; ok && d < t.shape.size(); ++d) ok = static_cast<int>(d) == l.axis || t.shape[d] == a.desc.shape[d];
       if (!ok)
-        Invalid(what + ": expected shape " + ShapeToString(a.desc.shape) + " (any size along batch axis " +
+        Invalid(what() + ": expected shape " + ShapeToString(a.desc.shape) + " (any size along batch axis " +
                 std::to_string(l.axis) + "), got " + ShapeToString(t.shape));
       const int64_t n = t.shape[l.axis];
       if (n < 1)
-        Invalid(what + ": batch size " + std::to_string(n) + " along axis " + std::to_string(l.axis) +
+        Invalid(what() + ": batch size " + std::to_string(n) + " along axis " + std::to_string(l.axis) +
                 "; expected at least 1");
       if (!plan.dynamic && n % plan.batch != 0)
-        Invalid(what + ": batch size " + std::to_string(n) + " along axis " + std::to_string(l.axis) +
+        Invalid(what() + ": batch size " + std::to_string(n) + " along axis " + std::to_string(l.axis) +
                 " is not a multiple of the compiled batch size " + std::to_string(plan.batch) + " (got shape " +
                 ShapeToString(t.shape) + ", compiled " + ShapeToString(a.desc.shape) +
                 "); set RuntimeConfig.batching_dim to accept any batch size");
       if (rows < 0) {
         rows = n;
-        rows_from = a.name;
+        rows_from = l.anchor;
       } else if (n != rows) {
-        Invalid("inputs disagree on the batch size along axis " + std::to_string(l.axis) + ": " + Quote(rows_from) +
+        Invalid("inputs disagree on the batch size along axis " + std::to_string(l.axis) + ": " +
+                Quote(anchors[rows_from].name) +
                 " has " + std::to_string(rows) + ", " + Quote(a.name) + " has " + std::to_string(n));
       }
     }
-    if (t.data == nullptr && ShapeBytes(t.dtype, t.shape) > 0) Invalid(what + " has no data");
+    if (t.data == nullptr && ShapeBytes(t.dtype, t.shape) > 0) Invalid(what() + " has no data");
     request->inputs_.push_back(t.data);
   }
   if (!plan.batched) rows = 1;
   else if (rows < 0) rows = plan.batch;  // no inputs: one compiled batch
   request->rows_ = rows;
 
-  for (const AnchorLayout& l : plan.outputs) {
+  // Outputs are rewritten in place (a recycled request keeps its strings, shapes and buffers).
+  request->outputs_.resize(plan.outputs.size());
+  if (request->owned_.size() < plan.outputs.size()) request->owned_.resize(plan.outputs.size());
+  for (size_t k = 0; k < plan.outputs.size(); ++k) {
+    const AnchorLayout& l = plan.outputs[k];
     const Anchor& a = anchors[l.anchor];
-    Request::Output out;
+    Request::Output& out = request->outputs_[k];
     out.anchor = l.anchor;
     out.name = a.name;
     out.dtype = a.desc.dtype;
-    out.shape = plan.batched ? l.ShapeFor(rows) : a.desc.shape;
+    out.shape.assign(a.desc.shape.begin(), a.desc.shape.end());
+    if (plan.batched && l.axis >= 0) out.shape[l.axis] = rows;
     out.nbytes = ShapeBytes(out.dtype, out.shape);
+    out.runner_allocated = false;
     if (given_out[l.anchor] >= 0) {
       const HostTensor& t = outputs[given_out[l.anchor]];
       if (t.dtype != out.dtype || t.shape != out.shape)
@@ -302,11 +349,11 @@ std::shared_ptr<Request> ModelRunner::Validate(const std::vector<HostTensor>& in
       if (t.data == nullptr && out.nbytes > 0) Invalid("output " + Quote(a.name) + " has no data");
       out.data = t.data;
     } else {
-      request->owned_.emplace_back(out.nbytes);
-      out.data = request->owned_.back().data();
+      AlignedBuffer& buffer = request->owned_[k];
+      if (buffer.size() != out.nbytes) buffer.Resize(out.nbytes);
+      out.data = buffer.data();
       out.runner_allocated = true;
     }
-    request->outputs_.push_back(std::move(out));
   }
   for (const auto* list : {&plan.inputs, &plan.outputs})
     for (const AnchorLayout& l : *list) request->queue_ids_.push_back(anchor_queue_[l.anchor]);

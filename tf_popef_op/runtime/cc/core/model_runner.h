@@ -12,6 +12,9 @@
 // A batch that is one request's contiguous rows binds the caller's buffers directly; other
 // batches gather rows into staging buffers allocated once, and scatter outputs back.
 // A failed batch fails every request in it; the runner keeps serving.
+// Steady state allocates nothing: Request objects (with their vectors and runner-allocated
+// output buffers) are recycled from a small pool once only the pool holds them, validation
+// builds no strings unless it fails, and the device thread reuses its tables.
 //
 // Ownership: owns the Executable (shared), Session, QueueManager, staging memory and the
 // device thread; holds one runner slot on its Device until Close().
@@ -74,6 +77,14 @@ class ModelRunner {
   // ExecuteAsync + Wait; throws the request's error.
   std::shared_ptr<Request> Execute(const std::vector<HostTensor>& inputs, const std::vector<HostTensor>& outputs = {});
 
+  // Per-op profile of the Main program runs since the last reset, while profiling was on
+  // (RuntimeConfig::profile or set_profiling).
+  SessionProfile Profile() const { return session_->Profile(); }
+  void ResetProfile() { session_->ResetProfile(); }
+  void set_profiling(bool on) { session_->set_profiling(on); }
+  bool profiling() const { return session_->profiling(); }
+  const Session& session() const { return *session_; }
+
   const Executable& executable() const { return *exe_; }
   const RuntimeConfig& config() const { return config_; }
   const Device& device() const { return *device_; }
@@ -91,7 +102,9 @@ class ModelRunner {
     int64_t dst_row;  // first row in the batch
   };
 
-  std::shared_ptr<Request> Validate(const std::vector<HostTensor>& inputs, const std::vector<HostTensor>& outputs) const;
+  std::shared_ptr<Request> Validate(const std::vector<HostTensor>& inputs, const std::vector<HostTensor>& outputs);
+  // A reset request from the pool (or a new one when every pooled request is in use).
+  std::shared_ptr<Request> AcquireRequest();
   void DeviceLoop();
   Request* PopNext();
   void RunBatch(const SubgraphBatching& plan, const std::vector<Segment>& segments, int64_t filled, Request** current);
@@ -107,6 +120,11 @@ class ModelRunner {
   std::vector<std::vector<AlignedBuffer>> staging_;    // [subgraph][inputs..., outputs...]
   std::vector<AlignedBuffer> index_values_;            // [subgraph]: the index in its compiled dtype
   std::vector<void*> bindings_;                        // anchor -> buffer, device thread only
+
+  static constexpr size_t kRequestPoolSize = 16;
+  std::mutex pool_mu_;
+  std::vector<std::shared_ptr<Request>> pool_;  // requests the runner may recycle
+  size_t pool_next_ = 0;                        // where the next search starts
 
   std::thread thread_;
   std::mutex close_mu_;

@@ -1,9 +1,16 @@
 #include "tf_popef_op/runtime/cc/core/queue_manager.h"
 
+#include <algorithm>
+#include <thread>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
 namespace tfpopef {
 
-QueueManager::QueueManager(std::vector<QueueSpec> queues, size_t control_capacity, bool thread_safe)
-    : control_(control_capacity), thread_safe_(thread_safe) {
+QueueManager::QueueManager(std::vector<QueueSpec> queues, size_t control_capacity, bool thread_safe, int64_t spin_ns)
+    : control_(control_capacity), thread_safe_(thread_safe), spin_ns_(spin_ns) {
   for (auto& q : queues) {
     names_.push_back(q.name);
     rings_.push_back(std::make_unique<RingBuffer<QueueEntry>>(q.capacity));
@@ -49,6 +56,19 @@ void* QueueManager::Front() const {
 
 void* QueueManager::WaitFront(Clock::time_point deadline) {
   if (void* r = Front()) return r;
+  if (spin_ns_ > 0) {
+    const Clock::time_point until = std::min(deadline, Clock::now() + std::chrono::nanoseconds(spin_ns_));
+    do {  // yield between polls: a plain spin on an idle core, hands the core over on a busy one
+      for (int i = 0; i < 16; ++i) {
+        if (void* r = Front()) return r;
+        if (closed_.load(std::memory_order_relaxed)) return nullptr;
+#if defined(__x86_64__) || defined(__i386__)
+        _mm_pause();
+#endif
+      }
+      std::this_thread::yield();
+    } while (Clock::now() < until);
+  }
   std::unique_lock<std::mutex> lk(wait_mu_);
   consumer_waiting_.store(true);
   std::atomic_thread_fence(std::memory_order_seq_cst);

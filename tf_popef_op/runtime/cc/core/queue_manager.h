@@ -13,7 +13,8 @@
 // serialized by a mutex); without it, the caller guarantees one producer at a time. One
 // consumer thread calls the consumer methods. A full ring blocks the producer on a condition
 // variable until the consumer frees a slot (no spinning); an empty control ring blocks the
-// consumer the same way. Close() may be called from any thread.
+// consumer the same way, after spinning up to `spin_ns` (a request arriving within that time
+// is taken without a wake-up). Close() may be called from any thread.
 #pragma once
 
 #include <atomic>
@@ -43,7 +44,7 @@ class QueueManager {
     size_t capacity;  // entries
   };
 
-  QueueManager(std::vector<QueueSpec> queues, size_t control_capacity, bool thread_safe);
+  QueueManager(std::vector<QueueSpec> queues, size_t control_capacity, bool thread_safe, int64_t spin_ns = 0);
   QueueManager(const QueueManager&) = delete;
   QueueManager& operator=(const QueueManager&) = delete;
 
@@ -83,6 +84,7 @@ class QueueManager {
   std::vector<std::unique_ptr<RingBuffer<QueueEntry>>> rings_;
   RingBuffer<void*> control_;
   const bool thread_safe_;
+  const int64_t spin_ns_;
   std::mutex producer_mu_;  // serializes producers when thread_safe_
   std::mutex wait_mu_;      // guards the two condition variables
   std::condition_variable space_cv_, data_cv_;

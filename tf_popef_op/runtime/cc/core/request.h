@@ -3,7 +3,9 @@
 // Ownership: shared. The caller holds one reference; the runner holds another while the
 // request is queued or running, so dropping the handle early is safe. The request owns the
 // output buffers the runner allocated; caller buffers (inputs and given outputs) are only
-// pointed to and must stay valid until Done().
+// pointed to and must stay valid until Done(). A runner recycles a request (its vectors and
+// output buffers) once nobody but the runner's pool holds it, so steady-state requests
+// allocate nothing.
 // Thread safety: Done/Wait/WaitFor/error/outputs may be called from any thread; outputs and
 // error are meaningful once Done() is true. The rest is private to the runner (the device
 // thread mutates progress fields; nothing else touches them).
@@ -42,7 +44,9 @@ class Request {
   int64_t rows() const { return rows_; }
 
   bool Done() const { return done_.load(std::memory_order_acquire); }
-  void Wait() const;
+  // Spins up to `spin_ns` (then sleeps) when the result is expected soon: a short request is
+  // collected without a futex wake-up and context switch.
+  void Wait(int64_t spin_ns = 0) const;
   // false if not done after `timeout`.
   bool WaitFor(std::chrono::nanoseconds timeout) const;
   // After Done(): the failure, or nullptr on success.
@@ -57,6 +61,8 @@ class Request {
  private:
   friend class ModelRunner;
   void Complete(std::optional<Error> error);
+  // Back to the state of a new request, keeping the capacity of its vectors and buffers.
+  void Reset();
 
   int subgraph_ = 0;
   int64_t rows_ = 0;
@@ -65,6 +71,7 @@ class Request {
   std::vector<AlignedBuffer> owned_;  // runner-allocated outputs
   void* index_data_ = nullptr;        // caller's fusion index tensor, if any
   std::vector<int> queue_ids_;        // queues used: inputs, outputs, then the fusion index
+  std::vector<void*> queue_data_;     // the data pushed on each of those queues
   std::function<void(const Request&)> on_done_;
 
   // Device thread only.
@@ -75,6 +82,7 @@ class Request {
 
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
+  mutable std::atomic<int> sleepers_{0};  // threads blocked in Wait/WaitFor (Complete skips notify when 0)
   std::atomic<bool> done_{false};
   std::optional<Error> error_;
 };

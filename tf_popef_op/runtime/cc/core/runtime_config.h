@@ -2,9 +2,17 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 namespace tfpopef {
+
+// TF_POPEF_PROFILE=1 (any value but "" and "0") turns profiling on by default.
+inline bool ProfileFromEnvironment() {
+  const char* v = std::getenv("TF_POPEF_PROFILE");
+  return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
+}
 
 struct RuntimeConfig {
   static constexpr uint32_t kBatchingOff = 0xFFFFFFFFu;
@@ -28,13 +36,21 @@ struct RuntimeConfig {
   bool thread_safe = true;
   // -1: pick a device automatically; otherwise the id of the device to use.
   int device_id = -1;
+  // How long a waiting thread spins before it sleeps: the device thread waiting for the next
+  // request, and a synchronous Execute waiting for its result. A short request then completes
+  // without futex wake-ups and context switches; 0 never spins (saves CPU on idle runners).
+  int64_t spin_ns = 20'000;
+  // Per-op profiling: each kernel step's calls and time (ModelRunner::Profile). Off, it costs
+  // nothing on the execute path. Default: TF_POPEF_PROFILE.
+  bool profile = ProfileFromEnvironment();
 
   std::string ToString() const {
     return "RuntimeConfig(timeout_ns=" + std::to_string(timeout_ns) + ", batching_dim=" +
            (batching_dim == kBatchingOff ? std::string("0xFFFFFFFF") : std::to_string(batching_dim)) +
            ", validate_io_params=" + (validate_io_params ? "True" : "False") +
            ", ring_buffer_size_multiplier=" + std::to_string(ring_buffer_size_multiplier) +
-           ", thread_safe=" + (thread_safe ? "True" : "False") + ", device_id=" + std::to_string(device_id) + ")";
+           ", thread_safe=" + (thread_safe ? "True" : "False") + ", device_id=" + std::to_string(device_id) +
+           ", spin_ns=" + std::to_string(spin_ns) + ", profile=" + (profile ? "True" : "False") + ")";
   }
 };
 

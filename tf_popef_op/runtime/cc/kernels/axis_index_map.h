@@ -12,6 +12,7 @@
 
 #include "tf_popef_op/runtime/cc/core/half.h"
 #include "tf_popef_op/runtime/cc/kernels/kernel_checks.h"
+#include "tf_popef_op/runtime/cc/kernels/thread_pool.h"
 
 namespace tfpopef {
 namespace kernels {
@@ -60,29 +61,30 @@ class AxisIndexMapKernel final : public Kernel {
     }
     const std::vector<int64_t>& last = tables_.back();
     const int64_t run = static_cast<int64_t>(last.size());
-    std::vector<int64_t> index(rank, 0);
-    for (int64_t o = 0; o < numel_; o += run) {
-      // Offset of the outer dims; -1 when any of them reads the fill value.
-      int64_t base = 0;
-      for (size_t d = 0; d + 1 < rank && base >= 0; ++d) {
-        const int64_t s = tables_[d][static_cast<size_t>(index[d])];
-        base = s < 0 ? -1 : base + s * in_strides_[d];
-      }
-      Word* row = out + o;
-      if (base < 0) {
-        for (int64_t i = 0; i < run; ++i) row[i] = fill_;
-      } else {
-        const Word* src = in + base;
-        for (int64_t i = 0; i < run; ++i) {
-          const int64_t s = last[static_cast<size_t>(i)];
-          row[i] = s < 0 ? fill_ : src[s];
+    // Rows (runs of the last axis) split across the intra-op pool; each row finds its outer
+    // indices by division, so chunks share no state and nothing is allocated.
+    ParallelFor(numel_ / run, ItemsPerChunk(run, kStreamingGrain), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        // Offset of the outer dims; -1 when any of them reads the fill value.
+        int64_t base = 0;
+        for (size_t d = rank - 1, rest = static_cast<size_t>(r); d-- > 0 && base >= 0;) {
+          const size_t size = tables_[d].size();
+          const int64_t s = tables_[d][rest % size];
+          rest /= size;
+          base = s < 0 ? -1 : base + s * in_strides_[d];
+        }
+        Word* row = out + r * run;
+        if (base < 0) {
+          for (int64_t i = 0; i < run; ++i) row[i] = fill_;
+        } else {
+          const Word* src = in + base;
+          for (int64_t i = 0; i < run; ++i) {
+            const int64_t s = last[static_cast<size_t>(i)];
+            row[i] = s < 0 ? fill_ : src[s];
+          }
         }
       }
-      for (size_t d = rank - 1; d-- > 0;) {  // odometer over the outer dims
-        if (++index[d] < static_cast<int64_t>(tables_[d].size())) break;
-        index[d] = 0;
-      }
-    }
+    });
   }
 
  private:

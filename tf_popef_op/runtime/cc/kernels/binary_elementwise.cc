@@ -15,6 +15,7 @@
 #include "tf_popef_op/runtime/cc/kernels/broadcast.h"
 #include "tf_popef_op/runtime/cc/kernels/fp16_adapter.h"
 #include "tf_popef_op/runtime/cc/kernels/kernel_checks.h"
+#include "tf_popef_op/runtime/cc/kernels/thread_pool.h"
 
 namespace tfpopef {
 namespace kernels {
@@ -64,37 +65,40 @@ struct DivOp {
 template <typename T, typename Op>
 class BinaryKernel final : public Kernel {
  public:
-  explicit BinaryKernel(BroadcastPlan<2> plan) : plan_(std::move(plan)) {}
+  explicit BinaryKernel(BroadcastPlan<2> plan) : plan_(std::move(plan)), numel_(plan_.num_runs * plan_.run_length()) {}
 
   void Run(const KernelContext& ctx) const override {
     const T* a = static_cast<const T*>(ctx.inputs[0]);
     const T* b = static_cast<const T*>(ctx.inputs[1]);
     T* c = static_cast<T*>(ctx.outputs[0]);
-    const int64_t n = plan_.run_length();
     const int64_t sa = plan_.run_stride(0), sb = plan_.run_stride(1);
     const Op op;
     // The run strides are fixed per kernel, so each branch is a simple loop the compiler
-    // vectorizes: same shape / scalar operand / row broadcast all end up here.
-    ForEachRun(plan_, [&](int64_t o, const std::array<int64_t, 2>& off) {
-      const T* pa = a + off[0];
-      const T* pb = b + off[1];
-      T* pc = c + o;
-      if (sa == 1 && sb == 1) {
-        for (int64_t i = 0; i < n; ++i) pc[i] = op(pa[i], pb[i]);
-      } else if (sa == 1 && sb == 0) {
-        const T vb = *pb;
-        for (int64_t i = 0; i < n; ++i) pc[i] = op(pa[i], vb);
-      } else if (sa == 0 && sb == 1) {
-        const T va = *pa;
-        for (int64_t i = 0; i < n; ++i) pc[i] = op(va, pb[i]);
-      } else {
-        for (int64_t i = 0; i < n; ++i) pc[i] = op(pa[i * sa], pb[i * sb]);
-      }
+    // vectorizes: same shape / scalar operand / row broadcast all end up here. Large outputs
+    // are split into element ranges on the intra-op pool.
+    ParallelFor(numel_, kStreamingGrain, [&](int64_t begin, int64_t end) {
+      ForEachRunInRange(plan_, begin, end, [&](int64_t o, const std::array<int64_t, 2>& off, int64_t n) {
+        const T* pa = a + off[0];
+        const T* pb = b + off[1];
+        T* pc = c + o;
+        if (sa == 1 && sb == 1) {
+          for (int64_t i = 0; i < n; ++i) pc[i] = op(pa[i], pb[i]);
+        } else if (sa == 1 && sb == 0) {
+          const T vb = *pb;
+          for (int64_t i = 0; i < n; ++i) pc[i] = op(pa[i], vb);
+        } else if (sa == 0 && sb == 1) {
+          const T va = *pa;
+          for (int64_t i = 0; i < n; ++i) pc[i] = op(va, pb[i]);
+        } else {
+          for (int64_t i = 0; i < n; ++i) pc[i] = op(pa[i * sa], pb[i * sb]);
+        }
+      });
     });
   }
 
  private:
   const BroadcastPlan<2> plan_;
+  const int64_t numel_;
 };
 
 template <typename Op>

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <string>
 
@@ -55,8 +56,12 @@ inline void SgemmOnOneThread(bool trans_a, bool trans_b, int64_t m, int64_t n, i
 // Large products are split into blocks of C columns (or rows, when C is tall) run on the
 // intra-op thread pool, each an independent single-threaded BLAS call: OpenBLAS's own threads
 // would spin between calls and fight the pool (see blas_threads.cc).
+// `block_done(row0, row1, col0, col1)`, when given, runs on the same thread right after each
+// block of C is computed, while it is still in cache: the fused ops' epilogues (epilogue.h).
+using GemmBlockFn = std::function<void(int64_t, int64_t, int64_t, int64_t)>;
 inline void Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                  int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+                  int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
+                  const GemmBlockFn* block_done = nullptr) {
   constexpr int64_t kMinFlopsPerBlock = int64_t{1} << 18;  // below this a hand-off costs more than it saves
   constexpr int64_t kAlign = 16;                           // block edges on whole SIMD panels
   const bool split_columns = n >= m;
@@ -69,10 +74,12 @@ inline void Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
       const int64_t hi = std::min(n, u1 * kAlign);
       SgemmOnOneThread(trans_a, trans_b, m, hi - lo, k, alpha, a, lda, trans_b ? b + lo * ldb : b + lo, ldb, beta,
                        c + lo, ldc);
+      if (block_done != nullptr) (*block_done)(0, m, lo, hi);
     } else {
       const int64_t hi = std::min(m, u1 * kAlign);
       SgemmOnOneThread(trans_a, trans_b, hi - lo, n, k, alpha, trans_a ? a + lo : a + lo * lda, lda, b, ldb, beta,
                        c + lo * ldc, ldc);
+      if (block_done != nullptr) (*block_done)(lo, hi, 0, n);
     }
   });
 }

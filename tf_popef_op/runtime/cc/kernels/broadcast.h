@@ -134,5 +134,38 @@ void ForEachRun(const BroadcastPlan<N>& plan, Body&& body) {
   }
 }
 
+// As ForEachRun, restricted to the output elements [begin, end): body(out_offset, offsets,
+// length) gets each run, or the part of it inside the range, in output order. Disjoint
+// ranges can be handed to different threads (ParallelFor over the output elements).
+template <size_t N, typename Body>
+void ForEachRunInRange(const BroadcastPlan<N>& plan, int64_t begin, int64_t end, Body&& body) {
+  const int64_t run = plan.run_length();
+  if (begin >= end || run == 0) return;
+  const int outer_rank = static_cast<int>(plan.dims.size()) - 1;
+  std::array<int64_t, kMaxBroadcastRank> index{};
+  std::array<int64_t, N> offsets{};
+  int64_t rest = begin / run;  // the first run's position in the outer dims
+  for (int d = outer_rank - 1; d >= 0; --d) {
+    index[d] = rest % plan.dims[d];
+    rest /= plan.dims[d];
+    for (size_t k = 0; k < N; ++k) offsets[k] += index[d] * plan.strides[k][d];
+  }
+  for (int64_t out_offset = begin / run * run; out_offset < end; out_offset += run) {
+    const int64_t first = std::max(begin, out_offset) - out_offset;
+    const int64_t last = std::min(end - out_offset, run);
+    std::array<int64_t, N> at = offsets;
+    for (size_t k = 0; k < N; ++k) at[k] += first * plan.strides[k].back();
+    body(out_offset + first, static_cast<const std::array<int64_t, N>&>(at), last - first);
+    for (int d = outer_rank - 1; d >= 0; --d) {  // odometer over the outer dims
+      if (++index[d] < plan.dims[d]) {
+        for (size_t k = 0; k < N; ++k) offsets[k] += plan.strides[k][d];
+        break;
+      }
+      index[d] = 0;
+      for (size_t k = 0; k < N; ++k) offsets[k] -= plan.strides[k][d] * (plan.dims[d] - 1);
+    }
+  }
+}
+
 }  // namespace kernels
 }  // namespace tfpopef

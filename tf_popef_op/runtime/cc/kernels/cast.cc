@@ -21,6 +21,7 @@
 #include "tf_popef_op/runtime/cc/core/half.h"
 #include "tf_popef_op/runtime/cc/kernels/fp16_convert.h"
 #include "tf_popef_op/runtime/cc/kernels/kernel_checks.h"
+#include "tf_popef_op/runtime/cc/kernels/thread_pool.h"
 
 namespace tfpopef {
 namespace kernels {
@@ -143,23 +144,29 @@ CastFn SelectCast(DType from, DType to) {
   return nullptr;
 }
 
+// Large tensors are converted in element ranges on the intra-op pool.
 class CastKernel final : public Kernel {
  public:
-  // fn == nullptr: same dtype, a plain copy of `nbytes`.
-  CastKernel(CastFn fn, int64_t numel, size_t nbytes) : fn_(fn), numel_(numel), nbytes_(nbytes) {}
+  // fn == nullptr: same dtype, a plain copy.
+  CastKernel(CastFn fn, int64_t numel, size_t in_size, size_t out_size)
+      : fn_(fn), numel_(numel), in_size_(in_size), out_size_(out_size) {}
 
   void Run(const KernelContext& ctx) const override {
-    if (fn_ != nullptr) {
-      fn_(ctx.inputs[0], ctx.outputs[0], numel_);
-    } else if (ctx.outputs[0] != ctx.inputs[0] && nbytes_ > 0) {
-      std::memcpy(ctx.outputs[0], ctx.inputs[0], nbytes_);
-    }
+    if (fn_ == nullptr && ctx.outputs[0] == ctx.inputs[0]) return;
+    const auto* src = static_cast<const char*>(ctx.inputs[0]);
+    auto* dst = static_cast<char*>(ctx.outputs[0]);
+    ParallelFor(numel_, kStreamingGrain, [&](int64_t begin, int64_t end) {
+      const char* s = src + static_cast<size_t>(begin) * in_size_;
+      char* d = dst + static_cast<size_t>(begin) * out_size_;
+      if (fn_ != nullptr) fn_(s, d, end - begin);
+      else std::memcpy(d, s, static_cast<size_t>(end - begin) * in_size_);
+    });
   }
 
  private:
   const CastFn fn_;
   const int64_t numel_;
-  const size_t nbytes_;
+  const size_t in_size_, out_size_;  // bytes per element
 };
 
 std::unique_ptr<Kernel> CreateCast(const KernelSpec& spec) {
@@ -181,7 +188,7 @@ std::unique_ptr<Kernel> CreateCast(const KernelSpec& spec) {
                                                  " differs from attribute 'to' = " + to_name);
   CheckOutputShape(spec, 0, in.shape);
   const CastFn fn = in.dtype == to ? nullptr : SelectCast(in.dtype, to);
-  return std::make_unique<CastKernel>(fn, in.numel(), in.nbytes());
+  return std::make_unique<CastKernel>(fn, in.numel(), DTypeSize(in.dtype), DTypeSize(to));
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include "tf_popef_op/runtime/cc/kernels/broadcast.h"
 #include "tf_popef_op/runtime/cc/kernels/kernel_checks.h"
+#include "tf_popef_op/runtime/cc/kernels/thread_pool.h"
 
 namespace tfpopef {
 namespace kernels {
@@ -24,12 +25,14 @@ class BroadcastBinaryKernel final : public Kernel {
     const A* a = static_cast<const A*>(ctx.inputs[0]);
     const B* b = static_cast<const B*>(ctx.inputs[1]);
     R* r = static_cast<R*>(ctx.outputs[0]);
-    const int64_t n = plan_.run_length(), sa = plan_.run_stride(0), sb = plan_.run_stride(1);
-    ForEachRun(plan_, [&](int64_t o, const std::array<int64_t, 2>& off) {
-      const A* pa = a + off[0];
-      const B* pb = b + off[1];
-      R* pr = r + o;
-      for (int64_t i = 0; i < n; ++i) pr[i] = op_(pa[i * sa], pb[i * sb]);
+    const int64_t sa = plan_.run_stride(0), sb = plan_.run_stride(1);
+    ParallelFor(plan_.num_runs * plan_.run_length(), kStreamingGrain, [&](int64_t begin, int64_t end) {
+      ForEachRunInRange(plan_, begin, end, [&](int64_t o, const std::array<int64_t, 2>& off, int64_t n) {
+        const A* pa = a + off[0];
+        const B* pb = b + off[1];
+        R* pr = r + o;
+        for (int64_t i = 0; i < n; ++i) pr[i] = op_(pa[i * sa], pb[i * sb]);
+      });
     });
   }
 
@@ -48,9 +51,11 @@ class BroadcastTernaryKernel final : public Kernel {
     const T* x = static_cast<const T*>(ctx.inputs[1]);
     const T* y = static_cast<const T*>(ctx.inputs[2]);
     T* r = static_cast<T*>(ctx.outputs[0]);
-    const int64_t n = plan_.run_length(), sc = plan_.run_stride(0), sx = plan_.run_stride(1), sy = plan_.run_stride(2);
-    ForEachRun(plan_, [&](int64_t o, const std::array<int64_t, 3>& off) {
-      for (int64_t i = 0; i < n; ++i) r[o + i] = op_(c[off[0] + i * sc], x[off[1] + i * sx], y[off[2] + i * sy]);
+    const int64_t sc = plan_.run_stride(0), sx = plan_.run_stride(1), sy = plan_.run_stride(2);
+    ParallelFor(plan_.num_runs * plan_.run_length(), kStreamingGrain, [&](int64_t begin, int64_t end) {
+      ForEachRunInRange(plan_, begin, end, [&](int64_t o, const std::array<int64_t, 3>& off, int64_t n) {
+        for (int64_t i = 0; i < n; ++i) r[o + i] = op_(c[off[0] + i * sc], x[off[1] + i * sx], y[off[2] + i * sy]);
+      });
     });
   }
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "tf_popef_op/runtime/cc/kernels/fp16_convert.h"
+#include "tf_popef_op/runtime/cc/kernels/thread_pool.h"
 
 namespace tfpopef {
 namespace kernels {
@@ -50,16 +51,21 @@ class Float16Adapter final : public Kernel {
     for (size_t i = 0; i < num_outputs_; ++i) outputs[i] = ctx.outputs[i];
     for (const Widened& w : widened_inputs_) {
       auto* f32 = reinterpret_cast<float*>(scratch + w.scratch_offset);
-      WidenHalfToFloat(static_cast<const uint16_t*>(ctx.inputs[w.index]), f32, w.numel);
+      const auto* f16 = static_cast<const uint16_t*>(ctx.inputs[w.index]);
+      ParallelFor(w.numel, kStreamingGrain,
+                  [&](int64_t begin, int64_t end) { WidenHalfToFloat(f16 + begin, f32 + begin, end - begin); });
       inputs[w.index] = f32;
     }
     for (const Widened& w : widened_outputs_) outputs[w.index] = scratch + w.scratch_offset;
 
     inner_->Run(KernelContext{inputs, outputs, scratch + inner_scratch_offset_});
 
-    for (const Widened& w : widened_outputs_)
-      NarrowFloatToHalf(reinterpret_cast<const float*>(scratch + w.scratch_offset),
-                        static_cast<uint16_t*>(ctx.outputs[w.index]), w.numel);
+    for (const Widened& w : widened_outputs_) {
+      const auto* f32 = reinterpret_cast<const float*>(scratch + w.scratch_offset);
+      auto* f16 = static_cast<uint16_t*>(ctx.outputs[w.index]);
+      ParallelFor(w.numel, kStreamingGrain,
+                  [&](int64_t begin, int64_t end) { NarrowFloatToHalf(f32 + begin, f16 + begin, end - begin); });
+    }
   }
 
  private:

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tf_popef_op/runtime/cc/kernels/kernel_checks.h"
+#include "tf_popef_op/runtime/cc/kernels/thread_pool.h"
 
 namespace tfpopef {
 namespace kernels {
@@ -28,14 +29,16 @@ class GatherKernel final : public Kernel {
   void Run(const KernelContext& ctx) const override {
     const char* data = static_cast<const char*>(ctx.inputs[0]);
     const Index* idx = static_cast<const Index*>(ctx.inputs[1]);
-    char* out = static_cast<char*>(ctx.outputs[0]);
     const size_t slab = static_cast<size_t>(inner_bytes_);
-    for (int64_t o = 0; o < outer_; ++o)
-      for (int64_t j = 0; j < n_; ++j, out += slab) {
-        const int64_t i = Normalized(idx[j], dim_);
+    // Output slabs (outer × index) split across the intra-op pool (grain in 4-byte elements).
+    ParallelFor(outer_ * n_, ItemsPerChunk(inner_bytes_ / 4, kStreamingGrain), [&](int64_t begin, int64_t end) {
+      char* out = static_cast<char*>(ctx.outputs[0]) + static_cast<size_t>(begin) * slab;
+      for (int64_t k = begin; k < end; ++k, out += slab) {
+        const int64_t o = k / n_, i = Normalized(idx[k % n_], dim_);
         if (i < 0) std::memset(out, 0, slab);
         else std::memcpy(out, data + (o * dim_ + i) * inner_bytes_, slab);
       }
+    });
   }
 
  private:

@@ -3,6 +3,9 @@
 // broadcast C and then SGEMM accumulates into it with BLAS's beta, so no temporary is needed.
 // When beta == 0 C is not read at all (BLAS semantics, as onnxruntime does), so a C holding
 // inf/nan does not leak into Y. float16 goes through the float32 kernel (fp16_adapter.h).
+// Also the internal op FusedGemm (docs/popef.md, internal ops): inputs A, B, then C when attr
+// has_bias = 1, then Sum [M, N] when has_sum = 1; Y = activation(Gemm(A, B, C) + Sum), the
+// sum and activation applied by the epilogue (epilogue.h) to each SGEMM block of Y.
 #include <array>
 #include <cstring>
 #include <memory>
@@ -10,6 +13,7 @@
 
 #include "tf_popef_op/runtime/cc/kernels/blas_gemm.h"
 #include "tf_popef_op/runtime/cc/kernels/broadcast.h"
+#include "tf_popef_op/runtime/cc/kernels/epilogue.h"
 #include "tf_popef_op/runtime/cc/kernels/fp16_adapter.h"
 #include "tf_popef_op/runtime/cc/kernels/kernel_checks.h"
 
@@ -23,6 +27,8 @@ struct GemmParams {
   int64_t m = 0, n = 0, k = 0;
   int64_t lda = 0, ldb = 0;  // stored row lengths of A and B
   bool use_c = false;
+  bool has_c = false, has_sum = false;  // inputs present (has_c with beta == 0 leaves use_c false)
+  Epilogue epilogue;
 };
 
 class GemmKernel final : public Kernel {
@@ -46,14 +52,21 @@ class GemmKernel final : public Kernel {
         }
       });
     }
+    const float* sum = p_.has_sum ? static_cast<const float*>(ctx.inputs[p_.has_c ? 3 : 2]) : nullptr;
+    const bool epilogue = sum != nullptr || !p_.epilogue.is_identity();
     if (p_.k == 0) {  // empty product: Y = beta * C, or 0
       if (!p_.use_c) std::memset(y, 0, static_cast<size_t>(numel) * sizeof(float));
       else if (p_.beta != 1.0f)
         for (int64_t i = 0; i < numel; ++i) y[i] *= p_.beta;
+      if (epilogue) p_.epilogue.Apply(y, numel, 0.0f, nullptr, sum);
       return;
     }
+    const GemmBlockFn block_done = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+      for (int64_t r = r0; r < r1; ++r)
+        p_.epilogue.Apply(y + r * p_.n + c0, c1 - c0, 0.0f, nullptr, sum != nullptr ? sum + r * p_.n + c0 : nullptr);
+    };
     Sgemm(p_.trans_a, p_.trans_b, p_.m, p_.n, p_.k, p_.alpha, a, p_.lda, b, p_.ldb, p_.use_c ? p_.beta : 0.0f, y,
-          p_.n);
+          p_.n, epilogue ? &block_done : nullptr);
   }
 
  private:
@@ -61,7 +74,7 @@ class GemmKernel final : public Kernel {
   const BroadcastPlan<1> c_plan_;  // C -> [M, N]; unused without C
 };
 
-std::unique_ptr<Kernel> CreateFloat32Gemm(const KernelSpec& spec) {
+std::unique_ptr<Kernel> CreateFloat32Gemm(const KernelSpec& spec, bool fused) {
   const auto& a = spec.inputs[0].shape;
   const auto& b = spec.inputs[1].shape;
   if (a.size() != 2 || b.size() != 2)
@@ -87,8 +100,25 @@ std::unique_ptr<Kernel> CreateFloat32Gemm(const KernelSpec& spec) {
   CheckOutputShape(spec, 0, out);
   for (int64_t v : {a[0], a[1], b[0], b[1]}) CheckBlasDim(spec, "a dimension of A or B", v);
 
+  if (fused) {
+    p.has_c = CheckedFlag(spec, "has_bias");
+    p.has_sum = CheckedFlag(spec, "has_sum");
+    const size_t want = 2 + (p.has_c ? 1 : 0) + (p.has_sum ? 1 : 0);
+    if (spec.inputs.size() != want)
+      throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": has_bias = " + std::to_string(p.has_c) +
+                                                   " and has_sum = " + std::to_string(p.has_sum) + " need " +
+                                                   std::to_string(want) + " inputs, got " +
+                                                   std::to_string(spec.inputs.size()));
+    if (p.has_sum && spec.inputs.back().shape != out)
+      throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": sum has shape " +
+                                                   ShapeToString(spec.inputs.back().shape) +
+                                                   ", expected the output shape " + ShapeToString(out));
+    p.epilogue = ReadEpilogue(spec);
+  } else {
+    p.has_c = spec.inputs.size() == 3;
+  }
   std::vector<int64_t> c_shape;
-  if (spec.inputs.size() == 3) {
+  if (p.has_c) {
     c_shape = spec.inputs[2].shape;
     if (c_shape.size() > 2 || !BroadcastsTo(c_shape, out))
       throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": C " + ShapeToString(c_shape) +
@@ -101,12 +131,19 @@ std::unique_ptr<Kernel> CreateFloat32Gemm(const KernelSpec& spec) {
 std::unique_ptr<Kernel> CreateGemm(const KernelSpec& spec) {
   CheckArity(spec, 2, 3, 1);
   CheckSameDType(spec, {DType::kFloat32, DType::kFloat16});
-  return WithFloat16Support(spec, CreateFloat32Gemm);
+  return WithFloat16Support(spec, [](const KernelSpec& s) { return CreateFloat32Gemm(s, false); });
+}
+
+std::unique_ptr<Kernel> CreateFusedGemm(const KernelSpec& spec) {
+  CheckArity(spec, 2, 4, 1);
+  CheckSameDType(spec, {DType::kFloat32, DType::kFloat16});
+  return WithFloat16Support(spec, [](const KernelSpec& s) { return CreateFloat32Gemm(s, true); });
 }
 
 }  // namespace
 
 TFPOPEF_REGISTER_KERNEL("Gemm", CreateGemm);
+TFPOPEF_REGISTER_KERNEL("FusedGemm", CreateFusedGemm);
 
 }  // namespace kernels
 }  // namespace tfpopef

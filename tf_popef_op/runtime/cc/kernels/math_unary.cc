@@ -10,9 +10,12 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <type_traits>
 
 #include "tf_popef_op/runtime/cc/kernels/fp16_adapter.h"
 #include "tf_popef_op/runtime/cc/kernels/kernel_checks.h"
+#include "tf_popef_op/runtime/cc/kernels/thread_pool.h"
+#include "tf_popef_op/runtime/cc/kernels/vector_math.h"
 
 namespace tfpopef {
 namespace kernels {
@@ -23,21 +26,37 @@ struct Params {
   bool flag = false;
 };
 
-struct ErfOp { float operator()(float x, const Params&) const { return std::erf(x); } };
-struct ExpOp { float operator()(float x, const Params&) const { return std::exp(x); } };
-struct LogOp { float operator()(float x, const Params&) const { return std::log(x); } };
+// Ops with an Apply run whole ranges through vector_math.h (AVX2 when available); the others
+// are scalar loops the compiler vectorizes where it can. kGrain: see thread_pool.h.
+struct ErfOp {
+  static constexpr int64_t kGrain = kMathGrain;
+  static void Apply(const float* x, float* y, int64_t n, const Params&) { vmath::Erf(x, y, n); }
+};
+struct ExpOp {
+  static constexpr int64_t kGrain = kMathGrain;
+  static void Apply(const float* x, float* y, int64_t n, const Params&) { vmath::Exp(x, y, n); }
+};
+struct LogOp {
+  static constexpr int64_t kGrain = kMathGrain;
+  static void Apply(const float* x, float* y, int64_t n, const Params&) { vmath::Log(x, y, n); }
+};
 struct SqrtOp { float operator()(float x, const Params&) const { return std::sqrt(x); } };
 struct ReciprocalOp { float operator()(float x, const Params&) const { return 1.0f / x; } };
 struct SoftsignOp { float operator()(float x, const Params&) const { return x / (1.0f + std::fabs(x)); } };
 struct SoftplusOp {  // log(1 + e^x) without overflow for large x
+  static constexpr int64_t kGrain = kMathGrain;
   float operator()(float x, const Params&) const {
     return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
   }
 };
 struct LeakyReluOp { float operator()(float x, const Params& p) const { return x < 0 ? p.a * x : x; } };
-struct EluOp { float operator()(float x, const Params& p) const { return x < 0 ? p.a * std::expm1(x) : x; } };
-struct SeluOp {
-  float operator()(float x, const Params& p) const { return p.b * (x <= 0 ? p.a * std::expm1(x) : x); }
+struct EluOp {
+  static constexpr int64_t kGrain = kMathGrain;
+  static void Apply(const float* x, float* y, int64_t n, const Params& p) { vmath::Elu(x, y, n, p.a, 1.0f); }
+};
+struct SeluOp {  // gamma · (x <= 0 ? alpha·(e^x − 1) : x); at x = 0 both sides are 0
+  static constexpr int64_t kGrain = kMathGrain;
+  static void Apply(const float* x, float* y, int64_t n, const Params& p) { vmath::Elu(x, y, n, p.a, p.b); }
 };
 struct HardSigmoidOp {
   float operator()(float x, const Params& p) const { return std::max(0.0f, std::min(1.0f, p.a * x + p.b)); }
@@ -46,12 +65,10 @@ struct HardSwishOp {
   float operator()(float x, const Params&) const { return x * std::max(0.0f, std::min(1.0f, x / 6.0f + 0.5f)); }
 };
 struct GeluOp {  // exact: x·Φ(x); tanh approximation when p.flag
-  float operator()(float x, const Params& p) const {
-    if (p.flag) {
-      const float k = 0.7978845608028654f;  // sqrt(2/pi)
-      return 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x)));
-    }
-    return 0.5f * x * (1.0f + std::erf(x * 0.7071067811865476f));
+  static constexpr int64_t kGrain = kMathGrain;
+  static void Apply(const float* x, float* y, int64_t n, const Params& p) {
+    if (p.flag) vmath::GeluTanh(x, y, n);
+    else vmath::Gelu(x, y, n);
   }
 };
 struct NegOp {
@@ -67,6 +84,16 @@ struct AbsOp {
   T operator()(T x, const Params& p) const { return x < T(0) ? NegOp()(x, p) : x; }
 };
 
+template <typename Op, typename = void>
+struct HasApply : std::false_type {};
+template <typename Op>
+struct HasApply<Op, std::void_t<decltype(&Op::Apply)>> : std::true_type {};
+
+template <typename Op, typename = void>
+struct GrainOf : std::integral_constant<int64_t, kStreamingGrain> {};
+template <typename Op>
+struct GrainOf<Op, std::void_t<decltype(Op::kGrain)>> : std::integral_constant<int64_t, Op::kGrain> {};
+
 template <typename T, typename Op>
 class MapKernel final : public Kernel {
  public:
@@ -74,8 +101,14 @@ class MapKernel final : public Kernel {
   void Run(const KernelContext& ctx) const override {
     const T* x = static_cast<const T*>(ctx.inputs[0]);
     T* y = static_cast<T*>(ctx.outputs[0]);
-    const Op op;
-    for (int64_t i = 0; i < n_; ++i) y[i] = op(x[i], p_);
+    ParallelFor(n_, GrainOf<Op>::value, [&](int64_t begin, int64_t end) {
+      if constexpr (HasApply<Op>::value) {
+        Op::Apply(x + begin, y + begin, end - begin, p_);
+      } else {
+        const Op op;
+        for (int64_t i = begin; i < end; ++i) y[i] = op(x[i], p_);
+      }
+    });
   }
 
  private:
@@ -108,6 +141,7 @@ Params ReadParams(const KernelSpec& spec) {
 template <typename Op>
 std::unique_ptr<Kernel> CreateFloat32Map(const KernelSpec& spec) {
   CheckOutputShape(spec, 0, spec.inputs[0].shape);
+  vmath::ActivePath();  // a bad TF_POPEF_SIMD fails here, at prepare
   const Params p = ReadParams(spec);
   const int64_t n = spec.inputs[0].numel();
   switch (spec.inputs[0].dtype) {
@@ -144,10 +178,12 @@ class ClipKernel final : public Kernel {
     T* y = static_cast<T*>(ctx.outputs[0]);
     // Written so NaN passes through (every comparison with NaN is false).
     // min(max(x, lo), hi): when lo > hi every value becomes hi (ONNX).
-    for (int64_t i = 0; i < n_; ++i) {
-      const T v = x[i] < lo_ ? lo_ : x[i];
-      y[i] = v > hi_ ? hi_ : v;
-    }
+    ParallelFor(n_, kStreamingGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const T v = x[i] < lo_ ? lo_ : x[i];
+        y[i] = v > hi_ ? hi_ : v;
+      }
+    });
   }
 
  private:

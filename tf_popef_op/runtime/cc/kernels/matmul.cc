@@ -4,6 +4,9 @@
 // whole matrices. When B is shared by every batch entry and A's batches are contiguous
 // ([..., M, K] x [K, N], the common dense-layer case) the batches are folded into M and a
 // single SGEMM runs. float16 goes through the float32 kernel (fp16_adapter.h).
+// Also the internal op FusedMatMul (docs/popef.md, internal ops): inputs A, B, then a bias [N]
+// (added to every row) when attr has_bias = 1, then Sum (the output's shape) when has_sum = 1;
+// Y = activation(A·B + bias + Sum), applied by the epilogue (epilogue.h) to each SGEMM block.
 #include <array>
 #include <cstring>
 #include <memory>
@@ -11,6 +14,7 @@
 
 #include "tf_popef_op/runtime/cc/kernels/blas_gemm.h"
 #include "tf_popef_op/runtime/cc/kernels/broadcast.h"
+#include "tf_popef_op/runtime/cc/kernels/epilogue.h"
 #include "tf_popef_op/runtime/cc/kernels/fp16_adapter.h"
 #include "tf_popef_op/runtime/cc/kernels/kernel_checks.h"
 
@@ -20,8 +24,10 @@ namespace {
 
 class MatMulKernel final : public Kernel {
  public:
-  MatMulKernel(BroadcastPlan<2> batch, int64_t m, int64_t n, int64_t k, bool fold_batch_into_m)
-      : batch_(std::move(batch)), m_(m), n_(n), k_(k), fold_(fold_batch_into_m) {}
+  MatMulKernel(BroadcastPlan<2> batch, int64_t m, int64_t n, int64_t k, bool fold_batch_into_m, bool has_bias,
+               bool has_sum, Epilogue epilogue)
+      : batch_(std::move(batch)), m_(m), n_(n), k_(k), fold_(fold_batch_into_m), has_bias_(has_bias),
+        has_sum_(has_sum), epilogue_(epilogue) {}
 
   void Run(const KernelContext& ctx) const override {
     const float* a = static_cast<const float*>(ctx.inputs[0]);
@@ -29,12 +35,23 @@ class MatMulKernel final : public Kernel {
     float* y = static_cast<float*>(ctx.outputs[0]);
     const int64_t num_batches = batch_.num_runs * batch_.run_length();
     if (m_ == 0 || n_ == 0 || num_batches == 0) return;
+    const float* bias = has_bias_ ? static_cast<const float*>(ctx.inputs[2]) : nullptr;
+    const float* sum = has_sum_ ? static_cast<const float*>(ctx.inputs[has_bias_ ? 3 : 2]) : nullptr;
+    const bool epilogue = bias != nullptr || sum != nullptr || !epilogue_.is_identity();
+    // Rows [r0, r1), columns [c0, c1) of the output seen as [num_batches·M, N].
+    auto finish = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+      for (int64_t r = r0; r < r1; ++r)
+        epilogue_.Apply(y + r * n_ + c0, c1 - c0, 0.0f, bias != nullptr ? bias + c0 : nullptr,
+                        sum != nullptr ? sum + r * n_ + c0 : nullptr);
+    };
     if (k_ == 0) {  // empty sum: zeros (not left to BLAS, which may skip the write)
       std::memset(y, 0, static_cast<size_t>(num_batches * m_ * n_) * sizeof(float));
+      if (epilogue) finish(0, num_batches * m_, 0, n_);
       return;
     }
     if (fold_) {
-      Sgemm(false, false, num_batches * m_, n_, k_, 1.0f, a, k_, b, n_, 0.0f, y, n_);
+      const GemmBlockFn block_done = finish;
+      Sgemm(false, false, num_batches * m_, n_, k_, 1.0f, a, k_, b, n_, 0.0f, y, n_, epilogue ? &block_done : nullptr);
       return;
     }
     const int64_t a_size = m_ * k_, b_size = k_ * n_, y_size = m_ * n_;
@@ -45,15 +62,18 @@ class MatMulKernel final : public Kernel {
         Sgemm(false, false, m_, n_, k_, 1.0f, a + (off[0] + i * sa) * a_size, k_, b + (off[1] + i * sb) * b_size,
               n_, 0.0f, y + (out + i) * y_size, n_);
     });
+    if (epilogue) finish(0, num_batches * m_, 0, n_);
   }
 
  private:
   const BroadcastPlan<2> batch_;  // over the broadcast batch dims, in units of matrices
   const int64_t m_, n_, k_;
   const bool fold_;
+  const bool has_bias_, has_sum_;
+  const Epilogue epilogue_;
 };
 
-std::unique_ptr<Kernel> CreateFloat32MatMul(const KernelSpec& spec) {
+std::unique_ptr<Kernel> CreateFloat32MatMul(const KernelSpec& spec, bool fused) {
   const auto& a = spec.inputs[0].shape;
   const auto& b = spec.inputs[1].shape;
   if (a.empty() || b.empty())
@@ -86,18 +106,48 @@ std::unique_ptr<Kernel> CreateFloat32MatMul(const KernelSpec& spec) {
   const int64_t num_batches = Product(batch);
   const bool fold = plan.dims.size() == 1 && plan.run_stride(0) == 1 && plan.run_stride(1) == 0 &&
                     num_batches * m <= std::numeric_limits<blasint>::max();
-  return std::make_unique<MatMulKernel>(std::move(plan), m, n, k, fold);
+  bool has_bias = false, has_sum = false;
+  Epilogue epilogue;
+  if (fused) {
+    has_bias = CheckedFlag(spec, "has_bias");
+    has_sum = CheckedFlag(spec, "has_sum");
+    const size_t want = 2 + (has_bias ? 1 : 0) + (has_sum ? 1 : 0);
+    if (spec.inputs.size() != want)
+      throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": has_bias = " + std::to_string(has_bias) +
+                                                   " and has_sum = " + std::to_string(has_sum) + " need " +
+                                                   std::to_string(want) + " inputs, got " +
+                                                   std::to_string(spec.inputs.size()));
+    if (has_bias && spec.inputs[2].shape != std::vector<int64_t>{n})
+      throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": bias has shape " +
+                                                   ShapeToString(spec.inputs[2].shape) + ", expected [" +
+                                                   std::to_string(n) + "]");
+    if (has_sum && spec.inputs.back().shape != out)
+      throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": sum has shape " +
+                                                   ShapeToString(spec.inputs.back().shape) +
+                                                   ", expected the output shape " + ShapeToString(out));
+    epilogue = ReadEpilogue(spec);
+  } else if (spec.inputs.size() != 2) {
+    throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": MatMul takes 2 inputs");
+  }
+  return std::make_unique<MatMulKernel>(std::move(plan), m, n, k, fold, has_bias, has_sum, epilogue);
 }
 
 std::unique_ptr<Kernel> CreateMatMul(const KernelSpec& spec) {
   CheckArity(spec, 2, 2, 1);
   CheckSameDType(spec, {DType::kFloat32, DType::kFloat16});
-  return WithFloat16Support(spec, CreateFloat32MatMul);
+  return WithFloat16Support(spec, [](const KernelSpec& s) { return CreateFloat32MatMul(s, false); });
+}
+
+std::unique_ptr<Kernel> CreateFusedMatMul(const KernelSpec& spec) {
+  CheckArity(spec, 2, 4, 1);
+  CheckSameDType(spec, {DType::kFloat32, DType::kFloat16});
+  return WithFloat16Support(spec, [](const KernelSpec& s) { return CreateFloat32MatMul(s, true); });
 }
 
 }  // namespace
 
 TFPOPEF_REGISTER_KERNEL("MatMul", CreateMatMul);
+TFPOPEF_REGISTER_KERNEL("FusedMatMul", CreateFusedMatMul);
 
 }  // namespace kernels
 }  // namespace tfpopef

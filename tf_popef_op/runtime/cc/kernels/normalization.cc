@@ -15,6 +15,7 @@
 #include "tf_popef_op/runtime/cc/kernels/broadcast.h"
 #include "tf_popef_op/runtime/cc/kernels/fp16_adapter.h"
 #include "tf_popef_op/runtime/cc/kernels/kernel_checks.h"
+#include "tf_popef_op/runtime/cc/kernels/thread_pool.h"
 
 namespace tfpopef {
 namespace kernels {
@@ -31,14 +32,17 @@ class BatchNormKernel final : public Kernel {
     const float* mean = static_cast<const float*>(ctx.inputs[3]);
     const float* var = static_cast<const float*>(ctx.inputs[4]);
     float* y = static_cast<float*>(ctx.outputs[0]);
-    for (int64_t c = 0; c < c_; ++c) {
-      const float a = scale[c] / std::sqrt(var[c] + eps_);
-      const float b = bias[c] - mean[c] * a;
-      for (int64_t n = 0; n < n_; ++n) {
-        const int64_t base = (n * c_ + c) * inner_;
-        for (int64_t i = 0; i < inner_; ++i) y[base + i] = a * x[base + i] + b;
+    // One plane (image × channel) per item, in memory order.
+    ParallelFor(n_ * c_, ItemsPerChunk(inner_, kStreamingGrain), [&](int64_t begin, int64_t end) {
+      for (int64_t plane = begin; plane < end; ++plane) {
+        const int64_t c = plane % c_;
+        const float a = scale[c] / std::sqrt(var[c] + eps_);
+        const float b = bias[c] - mean[c] * a;
+        const float* xp = x + plane * inner_;
+        float* yp = y + plane * inner_;
+        for (int64_t i = 0; i < inner_; ++i) yp[i] = a * xp[i] + b;
       }
-    }
+    });
   }
 
  private:
@@ -63,6 +67,26 @@ std::unique_ptr<Kernel> CreateBatchNorm(const KernelSpec& spec) {
   CheckArity(spec, 5, 5, 1);
   CheckSameDType(spec, {DType::kFloat32, DType::kFloat16});
   return WithFloat16Support(spec, CreateFloat32BatchNorm);
+}
+
+// Sums in double with four independent accumulators, so the additions overlap instead of each
+// waiting for the previous one.
+double Sum(const float* x, int64_t n) {
+  double acc[4] = {0.0, 0.0, 0.0, 0.0};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (int k = 0; k < 4; ++k) acc[k] += x[i + k];
+  for (; i < n; ++i) acc[0] += x[i];
+  return (acc[0] + acc[1]) + (acc[2] + acc[3]);
+}
+
+double SumOfSquaredDeviations(const float* x, int64_t n, double mean) {
+  double acc[4] = {0.0, 0.0, 0.0, 0.0};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (int k = 0; k < 4; ++k) acc[k] += (x[i + k] - mean) * (x[i + k] - mean);
+  for (; i < n; ++i) acc[0] += (x[i] - mean) * (x[i] - mean);
+  return (acc[0] + acc[1]) + (acc[2] + acc[3]);
 }
 
 class LayerNormKernel final : public Kernel {
@@ -91,21 +115,21 @@ class LayerNormKernel final : public Kernel {
     size_t next = 1;
     float* mean_out = mean_output_ ? static_cast<float*>(ctx.outputs[next++]) : nullptr;
     float* inv_std_out = inv_std_output_ ? static_cast<float*>(ctx.outputs[next++]) : nullptr;
-    for (int64_t o = 0; o < outer_; ++o) {
-      const float* xr = x + o * inner_;
-      float* yr = y + o * inner_;
-      double sum = 0.0;
-      for (int64_t i = 0; i < inner_; ++i) sum += xr[i];
-      const double mean = inner_ ? sum / static_cast<double>(inner_) : 0.0;
-      double sq = 0.0;
-      for (int64_t i = 0; i < inner_; ++i) sq += (xr[i] - mean) * (xr[i] - mean);
-      const double var = inner_ ? sq / static_cast<double>(inner_) : 0.0;
-      const double inv_std = 1.0 / std::sqrt(var + eps_);
-      for (int64_t i = 0; i < inner_; ++i)
-        yr[i] = static_cast<float>((xr[i] - mean) * inv_std) * scale[i] + bias[i];
-      if (mean_out) mean_out[o] = static_cast<float>(mean);
-      if (inv_std_out) inv_std_out[o] = static_cast<float>(inv_std);
-    }
+    ParallelFor(outer_, ItemsPerChunk(inner_, kStreamingGrain / 4), [&](int64_t begin, int64_t end) {
+      for (int64_t o = begin; o < end; ++o) {
+        const float* xr = x + o * inner_;
+        float* yr = y + o * inner_;
+        const double mean = inner_ ? Sum(xr, inner_) / static_cast<double>(inner_) : 0.0;
+        const double var = inner_ ? SumOfSquaredDeviations(xr, inner_, mean) / static_cast<double>(inner_) : 0.0;
+        const double inv_std = 1.0 / std::sqrt(var + eps_);
+        // x − mean in double: with a large mean and a small spread, a float mean would lose
+        // the deviations.
+        for (int64_t i = 0; i < inner_; ++i)
+          yr[i] = static_cast<float>((xr[i] - mean) * inv_std) * scale[i] + bias[i];
+        if (mean_out) mean_out[o] = static_cast<float>(mean);
+        if (inv_std_out) inv_std_out[o] = static_cast<float>(inv_std);
+      }
+    });
   }
 
  private:

@@ -20,6 +20,7 @@
 #include "tf_popef_op/runtime/cc/kernels/broadcast.h"
 #include "tf_popef_op/runtime/cc/kernels/fp16_adapter.h"
 #include "tf_popef_op/runtime/cc/kernels/kernel_checks.h"
+#include "tf_popef_op/runtime/cc/kernels/thread_pool.h"
 
 namespace tfpopef {
 namespace kernels {
@@ -101,12 +102,40 @@ class ReduceKernel final : public Kernel {
     const T* x = static_cast<const T*>(ctx.inputs[0]);
     T* y = static_cast<T*>(ctx.outputs[0]);
     Acc* acc = static_cast<Acc*>(ctx.scratch);
+    const int64_t in_numel = plan_.num_runs * plan_.run_length();
+    // When the outermost loop level is kept (e.g. [N, C, H, W] reduced over H, W, or any
+    // reduction of the trailing axes), each of its indices owns a contiguous block of outputs,
+    // so blocks go to different threads. Otherwise (reducing the leading axis) every input
+    // slice adds to every output and the walk stays on one thread.
+    const bool split = plan_.dims.size() >= 2 && plan_.strides[0][0] != 0;
+    const int64_t blocks = split ? plan_.dims[0] : 1;
+    const int64_t block_in = in_numel / std::max<int64_t>(blocks, 1), block_out = out_numel_ / std::max<int64_t>(blocks, 1);
+    ParallelFor(blocks, ItemsPerChunk(block_in, kStreamingGrain), [&](int64_t begin, int64_t end) {
+      Reduce(x, y, acc, begin * block_in, end * block_in, begin * block_out, end * block_out);
+    });
+  }
+
+ private:
+  // Input elements [in_begin, in_end) reduce into exactly the outputs [out_begin, out_end).
+  void Reduce(const T* x, T* y, Acc* acc, int64_t in_begin, int64_t in_end, int64_t out_begin, int64_t out_end) const {
     const Op op;
-    std::fill(acc, acc + out_numel_, op.init());
-    const int64_t n = plan_.run_length(), s = plan_.run_stride(0);
-    ForEachRun(plan_, [&](int64_t in, const std::array<int64_t, 1>& off) {
+    std::fill(acc + out_begin, acc + out_end, op.init());
+    const int64_t s = plan_.run_stride(0);
+    ForEachRunInRange(plan_, in_begin, in_end, [&](int64_t in, const std::array<int64_t, 1>& off, int64_t n) {
       const T* xr = x + in;
       Acc* ar = acc + off[0];
+      if constexpr (std::is_base_of_v<SumOp<T>, Op>) {
+        if (s == 0) {
+          // Sums of a contiguous run: four partial sums so the additions overlap.
+          double part[4] = {0.0, 0.0, 0.0, 0.0};
+          int64_t i = 0;
+          for (; i + 4 <= n; i += 4)
+            for (int k = 0; k < 4; ++k) part[k] = op.step(part[k], xr[i + k]);
+          for (; i < n; ++i) part[0] = op.step(part[0], xr[i]);
+          *ar += (part[0] + part[1]) + (part[2] + part[3]);
+          return;
+        }
+      }
       if (s == 0) {
         Acc a = *ar;
         for (int64_t i = 0; i < n; ++i) a = op.step(a, xr[i]);
@@ -115,10 +144,9 @@ class ReduceKernel final : public Kernel {
         for (int64_t i = 0; i < n; ++i) ar[i * s] = op.step(ar[i * s], xr[i]);
       }
     });
-    for (int64_t o = 0; o < out_numel_; ++o) y[o] = op.finish(acc[o], count_);
+    for (int64_t o = out_begin; o < out_end; ++o) y[o] = op.finish(acc[o], count_);
   }
 
- private:
   const BroadcastPlan<1> plan_;
   const int64_t out_numel_, count_;
 };

@@ -15,6 +15,8 @@
 
 #include "tf_popef_op/runtime/cc/kernels/fp16_adapter.h"
 #include "tf_popef_op/runtime/cc/kernels/kernel_checks.h"
+#include "tf_popef_op/runtime/cc/kernels/thread_pool.h"
+#include "tf_popef_op/runtime/cc/kernels/vector_math.h"
 
 namespace tfpopef {
 namespace kernels {
@@ -23,54 +25,58 @@ namespace {
 class SoftmaxKernel final : public Kernel {
  public:
   SoftmaxKernel(int64_t outer, int64_t axis_dim, int64_t inner, bool log)
-      : outer_(outer), n_(axis_dim), inner_(inner), log_(log) {}
+      : outer_(outer), n_(axis_dim), inner_(inner), log_(log),
+        // Slabs (rows when inner == 1) per chunk: exp dominates, so the math grain applies.
+        grain_(ItemsPerChunk(axis_dim * inner, kMathGrain)),
+        chunks_(ThreadPool::Global().NumChunks(outer, grain_)) {}
 
-  size_t scratch_bytes() const override { return inner_ > 1 ? 2 * static_cast<size_t>(inner_) * sizeof(float) : 0; }
+  // The strided path keeps a running max and sum per inner position: one pair per chunk.
+  size_t scratch_bytes() const override {
+    return inner_ > 1 ? 2 * static_cast<size_t>(inner_ * chunks_) * sizeof(float) : 0;
+  }
 
   void Run(const KernelContext& ctx) const override {
     const float* x = static_cast<const float*>(ctx.inputs[0]);
     float* y = static_cast<float*>(ctx.outputs[0]);
     if (n_ == 0 || inner_ == 0) return;
     if (inner_ == 1) {
-      for (int64_t o = 0; o < outer_; ++o) SoftmaxRow(x + o * n_, y + o * n_);
+      ParallelFor(outer_, grain_, [&](int64_t begin, int64_t end) {
+        for (int64_t o = begin; o < end; ++o) SoftmaxRow(x + o * n_, y + o * n_);
+      });
       return;
     }
-    float* max = static_cast<float*>(ctx.scratch);
-    float* sum = max + inner_;
-    const int64_t slab = n_ * inner_;
-    for (int64_t o = 0; o < outer_; ++o) {
-      const float* xs = x + o * slab;
-      float* ys = y + o * slab;
-      std::copy(xs, xs + inner_, max);
-      for (int64_t k = 1; k < n_; ++k)
-        for (int64_t i = 0; i < inner_; ++i) max[i] = std::max(max[i], xs[k * inner_ + i]);
-      std::fill(sum, sum + inner_, 0.0f);
-      for (int64_t k = 0; k < n_; ++k)
-        for (int64_t i = 0; i < inner_; ++i) {
-          const float e = std::exp(xs[k * inner_ + i] - max[i]);
-          ys[k * inner_ + i] = e;
-          sum[i] += e;
-        }
-      if (log_) {
-        for (int64_t i = 0; i < inner_; ++i) sum[i] = max[i] + std::log(sum[i]);
-        for (int64_t k = 0; k < n_; ++k)
-          for (int64_t i = 0; i < inner_; ++i) ys[k * inner_ + i] = xs[k * inner_ + i] - sum[i];
-        continue;
-      }
-      for (int64_t i = 0; i < inner_; ++i) sum[i] = 1.0f / sum[i];
-      for (int64_t k = 0; k < n_; ++k)
-        for (int64_t i = 0; i < inner_; ++i) ys[k * inner_ + i] *= sum[i];
-    }
+    ParallelForChunks(outer_, grain_, [&](int64_t chunk, int64_t begin, int64_t end) {
+      float* max = static_cast<float*>(ctx.scratch) + 2 * inner_ * chunk;
+      for (int64_t o = begin; o < end; ++o) StridedSlab(x + o * n_ * inner_, y + o * n_ * inner_, max, max + inner_);
+    });
   }
 
  private:
-  void SoftmaxRow(const float* x, float* y) const {
-    const float max = *std::max_element(x, x + n_);
-    float sum = 0.0f;
-    for (int64_t i = 0; i < n_; ++i) {
-      y[i] = std::exp(x[i] - max);
-      sum += y[i];
+  void StridedSlab(const float* xs, float* ys, float* max, float* sum) const {
+    std::copy(xs, xs + inner_, max);
+    for (int64_t k = 1; k < n_; ++k)
+      for (int64_t i = 0; i < inner_; ++i) max[i] = std::max(max[i], xs[k * inner_ + i]);
+    std::fill(sum, sum + inner_, 0.0f);
+    for (int64_t k = 0; k < n_; ++k) {
+      float* row = ys + k * inner_;
+      for (int64_t i = 0; i < inner_; ++i) row[i] = xs[k * inner_ + i] - max[i];
+      vmath::Exp(row, row, inner_);
+      for (int64_t i = 0; i < inner_; ++i) sum[i] += row[i];
     }
+    if (log_) {
+      for (int64_t i = 0; i < inner_; ++i) sum[i] = max[i] + std::log(sum[i]);
+      for (int64_t k = 0; k < n_; ++k)
+        for (int64_t i = 0; i < inner_; ++i) ys[k * inner_ + i] = xs[k * inner_ + i] - sum[i];
+      return;
+    }
+    for (int64_t i = 0; i < inner_; ++i) sum[i] = 1.0f / sum[i];
+    for (int64_t k = 0; k < n_; ++k)
+      for (int64_t i = 0; i < inner_; ++i) ys[k * inner_ + i] *= sum[i];
+  }
+
+  void SoftmaxRow(const float* x, float* y) const {
+    const float max = vmath::Max(x, n_);
+    const float sum = vmath::ExpShiftedSum(x, y, n_, max);
     if (log_) {
       const float shift = max + std::log(sum);
       for (int64_t i = 0; i < n_; ++i) y[i] = x[i] - shift;
@@ -82,6 +88,7 @@ class SoftmaxKernel final : public Kernel {
 
   const int64_t outer_, n_, inner_;
   const bool log_;
+  const int64_t grain_, chunks_;
 };
 
 template <bool kLog>
@@ -89,6 +96,7 @@ std::unique_ptr<Kernel> CreateFloat32Softmax(const KernelSpec& spec) {
   const auto& shape = spec.inputs[0].shape;
   CheckOutputShape(spec, 0, shape);
   const bool coerce_2d = CheckedFlag(spec, "coerce_2d");
+  vmath::ActivePath();  // a bad TF_POPEF_SIMD fails here, at prepare
   const size_t axis = static_cast<size_t>(CheckedAxis(spec, "axis", shape.size()));
   const int64_t outer = Product(shape, 0, axis);
   if (coerce_2d) return std::make_unique<SoftmaxKernel>(outer, Product(shape, axis, shape.size()), 1, kLog);

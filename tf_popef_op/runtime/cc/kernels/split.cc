@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "tf_popef_op/runtime/cc/kernels/kernel_checks.h"
+#include "tf_popef_op/runtime/cc/kernels/thread_pool.h"
 
 namespace tfpopef {
 namespace kernels {
@@ -16,14 +17,19 @@ class SplitKernel final : public Kernel {
   SplitKernel(int64_t outer, std::vector<size_t> slab_bytes) : outer_(outer), slab_bytes_(std::move(slab_bytes)) {}
 
   void Run(const KernelContext& ctx) const override {
-    const char* in = static_cast<const char*>(ctx.inputs[0]);
-    for (int64_t o = 0; o < outer_; ++o)
-      for (size_t i = 0; i < slab_bytes_.size(); ++i) {
-        const size_t n = slab_bytes_[i];
-        if (n == 0) continue;
-        std::memcpy(static_cast<char*>(ctx.outputs[i]) + o * n, in, n);
-        in += n;
-      }
+    size_t row_bytes = 0;  // one outer slab of every output
+    for (size_t n : slab_bytes_) row_bytes += n;
+    // Outer slabs split across the intra-op pool (grain in 4-byte elements).
+    ParallelFor(outer_, ItemsPerChunk(static_cast<int64_t>(row_bytes / 4), kStreamingGrain), [&](int64_t begin, int64_t end) {
+      const char* in = static_cast<const char*>(ctx.inputs[0]) + static_cast<size_t>(begin) * row_bytes;
+      for (int64_t o = begin; o < end; ++o)
+        for (size_t i = 0; i < slab_bytes_.size(); ++i) {
+          const size_t n = slab_bytes_[i];
+          if (n == 0) continue;
+          std::memcpy(static_cast<char*>(ctx.outputs[i]) + o * n, in, n);
+          in += n;
+        }
+    });
   }
 
  private:

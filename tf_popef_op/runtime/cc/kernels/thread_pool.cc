@@ -55,7 +55,9 @@ struct Job {
   }
 };
 
-int ThreadsFromEnvironment() {
+}  // namespace
+
+int ThreadCountFromEnvironment() {
   const char* text = std::getenv("TF_POPEF_NUM_THREADS");
   if (text == nullptr || *text == '\0') return std::max(1u, std::thread::hardware_concurrency());
   char* end = nullptr;
@@ -65,8 +67,6 @@ int ThreadsFromEnvironment() {
                 "TF_POPEF_NUM_THREADS=\"" + std::string(text) + "\": expected an integer in 1..1024");
   return static_cast<int>(value);
 }
-
-}  // namespace
 
 struct ThreadPool::Impl {
   int num_threads = 1;
@@ -105,7 +105,7 @@ struct ThreadPool::Impl {
 };
 
 ThreadPool& ThreadPool::Global() {
-  static ThreadPool* const pool = new ThreadPool(ThreadsFromEnvironment());  // never destroyed:
+  static ThreadPool* const pool = new ThreadPool(ThreadCountFromEnvironment());  // never destroyed:
   return *pool;  // kernels may still run from other static destructors at exit
 }
 
@@ -128,7 +128,7 @@ int ThreadPool::num_threads() const { return impl_->num_threads; }
 int64_t ThreadPool::NumChunks(int64_t n, int64_t grain) const {
   if (n <= 0) return 0;
   grain = std::max<int64_t>(1, grain);
-  return std::min<int64_t>((n + grain - 1) / grain, impl_->num_threads);
+  return std::max<int64_t>(1, std::min<int64_t>(n / grain, impl_->num_threads));
 }
 
 void ThreadPool::ParallelForChunks(int64_t n, int64_t grain,

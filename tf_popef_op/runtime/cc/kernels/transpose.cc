@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "tf_popef_op/runtime/cc/kernels/kernel_checks.h"
+#include "tf_popef_op/runtime/cc/kernels/thread_pool.h"
 
 namespace tfpopef {
 namespace kernels {
@@ -47,36 +48,57 @@ class TransposeKernel final : public Kernel {
     T* out = static_cast<T*>(ctx.outputs[0]);
     if (p_.numel == 0) return;
     if (p_.mode == TransposeMode::kCopy) {
-      std::memcpy(out, in, static_cast<size_t>(p_.numel) * sizeof(T));
+      ParallelFor(p_.numel, kStreamingGrain, [&](int64_t begin, int64_t end) {
+        std::memcpy(out + begin, in + begin, static_cast<size_t>(end - begin) * sizeof(T));
+      });
       return;
     }
-    for (int64_t t = 0; t < p_.num_outer; ++t) {
-      int64_t in_off = 0, out_off = 0, rest = t;
-      for (size_t d = p_.outer_dims.size(); d-- > 0;) {
-        const int64_t i = rest % p_.outer_dims[d];
-        rest /= p_.outer_dims[d];
-        in_off += i * p_.outer_in_strides[d];
-        out_off += i * p_.outer_out_strides[d];
-      }
-      if (p_.mode == TransposeMode::kRows)
-        std::memcpy(out + out_off, in + in_off, static_cast<size_t>(p_.row) * sizeof(T));
-      else
-        Tile(in + in_off, out + out_off);
+    if (p_.mode == TransposeMode::kRows) {
+      ParallelFor(p_.num_outer, ItemsPerChunk(p_.row, kStreamingGrain), [&](int64_t begin, int64_t end) {
+        for (int64_t t = begin; t < end; ++t) {
+          const Offsets at = OuterOffsets(t);
+          std::memcpy(out + at.out, in + at.in, static_cast<size_t>(p_.row) * sizeof(T));
+        }
+      });
+      return;
     }
+    // Tiled: one item = one band of kTile rows of one outer index, so even a single 2-D
+    // transpose splits across threads.
+    const int64_t bands = (p_.tile_rows + kTile - 1) / kTile;
+    ParallelFor(p_.num_outer * bands, ItemsPerChunk(kTile * p_.tile_cols, kStreamingGrain), [&](int64_t begin, int64_t end) {
+      for (int64_t item = begin; item < end; ++item) {
+        const Offsets at = OuterOffsets(item / bands);
+        const int64_t r0 = item % bands * kTile;
+        Band(in + at.in, out + at.out, r0, std::min(r0 + kTile, p_.tile_rows));
+      }
+    });
   }
 
  private:
-  // out[r * rows_out_stride + c] = in[r + c * cols_in_stride]
-  void Tile(const T* in, T* out) const {
-    for (int64_t r0 = 0; r0 < p_.tile_rows; r0 += kTile) {
-      const int64_t r1 = std::min(r0 + kTile, p_.tile_rows);
-      for (int64_t c0 = 0; c0 < p_.tile_cols; c0 += kTile) {
-        const int64_t c1 = std::min(c0 + kTile, p_.tile_cols);
-        for (int64_t r = r0; r < r1; ++r) {
-          T* o = out + r * p_.rows_out_stride;
-          const T* i = in + r;
-          for (int64_t c = c0; c < c1; ++c) o[c] = i[c * p_.cols_in_stride];
-        }
+  struct Offsets {
+    int64_t in = 0, out = 0;
+  };
+
+  // Element offsets of outer index t (row-major over outer_dims) in the input and the output.
+  Offsets OuterOffsets(int64_t t) const {
+    Offsets at;
+    for (size_t d = p_.outer_dims.size(); d-- > 0;) {
+      const int64_t i = t % p_.outer_dims[d];
+      t /= p_.outer_dims[d];
+      at.in += i * p_.outer_in_strides[d];
+      at.out += i * p_.outer_out_strides[d];
+    }
+    return at;
+  }
+
+  // out[r * rows_out_stride + c] = in[r + c * cols_in_stride] for r in [r0, r1), tiled over c.
+  void Band(const T* in, T* out, int64_t r0, int64_t r1) const {
+    for (int64_t c0 = 0; c0 < p_.tile_cols; c0 += kTile) {
+      const int64_t c1 = std::min(c0 + kTile, p_.tile_cols);
+      for (int64_t r = r0; r < r1; ++r) {
+        T* o = out + r * p_.rows_out_stride;
+        const T* i = in + r;
+        for (int64_t c = c0; c < c1; ++c) o[c] = i[c * p_.cols_in_stride];
       }
     }
   }

@@ -1,12 +1,13 @@
 // Elementwise activations: Relu (float32, float16, int32, int64), Sigmoid and Tanh (float32,
 // float16). float16 goes through the float32 kernels (fp16_adapter.h).
-#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <type_traits>
 
 #include "tf_popef_op/runtime/cc/kernels/fp16_adapter.h"
 #include "tf_popef_op/runtime/cc/kernels/kernel_checks.h"
+#include "tf_popef_op/runtime/cc/kernels/thread_pool.h"
+#include "tf_popef_op/runtime/cc/kernels/vector_math.h"
 
 namespace tfpopef {
 namespace kernels {
@@ -18,18 +19,15 @@ struct ReluOp {
   T operator()(T x) const { return x < T(0) ? T(0) : x; }
 };
 
+// The transcendental ops run whole arrays through vector_math.h (AVX2 when available).
 struct SigmoidOp {
-  // exp of a non-positive argument only, so neither branch overflows: 1/(1+e^-x) for x >= 0,
-  // e^x/(1+e^x) for x < 0 (saturates to 0 for very negative x instead of 1/inf tricks).
-  float operator()(float x) const {
-    if (x >= 0.0f) return 1.0f / (1.0f + std::exp(-x));
-    const float e = std::exp(x);
-    return e / (1.0f + e);
-  }
+  static constexpr int64_t kGrain = kMathGrain;
+  static void Apply(const float* x, float* y, int64_t n) { vmath::Sigmoid(x, y, n); }
 };
 
 struct TanhOp {
-  float operator()(float x) const { return std::tanh(x); }
+  static constexpr int64_t kGrain = kMathGrain;
+  static void Apply(const float* x, float* y, int64_t n) { vmath::Tanh(x, y, n); }
 };
 
 template <typename T, typename Op>
@@ -40,8 +38,14 @@ class UnaryKernel final : public Kernel {
   void Run(const KernelContext& ctx) const override {
     const T* x = static_cast<const T*>(ctx.inputs[0]);
     T* y = static_cast<T*>(ctx.outputs[0]);
-    const Op op;
-    for (int64_t i = 0; i < numel_; ++i) y[i] = op(x[i]);
+    if constexpr (std::is_same_v<Op, ReluOp>) {
+      ParallelFor(numel_, kStreamingGrain, [&](int64_t begin, int64_t end) {
+        const Op op;
+        for (int64_t i = begin; i < end; ++i) y[i] = op(x[i]);
+      });
+    } else {
+      ParallelFor(numel_, Op::kGrain, [&](int64_t begin, int64_t end) { Op::Apply(x + begin, y + begin, end - begin); });
+    }
   }
 
  private:
@@ -52,6 +56,7 @@ class UnaryKernel final : public Kernel {
 template <typename Op>
 std::unique_ptr<Kernel> CreateUnaryNoFloat16(const KernelSpec& spec) {
   CheckOutputShape(spec, 0, spec.inputs[0].shape);
+  vmath::ActivePath();  // a bad TF_POPEF_SIMD fails here, at prepare
   const int64_t n = spec.inputs[0].numel();
   switch (spec.inputs[0].dtype) {
     case DType::kFloat32: return std::make_unique<UnaryKernel<float, Op>>(n);

@@ -16,6 +16,7 @@
 #include "tf_popef_op/runtime/cc/core/device_manager.h"
 #include "tf_popef_op/runtime/cc/core/model_runner.h"
 #include "tf_popef_op/runtime/cc/kernels/kernel.h"
+#include "tf_popef_op/runtime/cc/kernels/thread_pool.h"
 #include "tf_popef_op/runtime/cc/python/error_translation.h"
 #include "tf_popef_op/runtime/cc/python/numpy_tensors.h"
 
@@ -57,6 +58,11 @@ void SetConfigField(RuntimeConfig& c, const std::string& key, const py::handle& 
   else if (key == "ring_buffer_size_multiplier") c.ring_buffer_size_multiplier = value.cast<uint32_t>();
   else if (key == "thread_safe") c.thread_safe = value.cast<bool>();
   else if (key == "device_id") c.device_id = value.cast<int>();
+  else if (key == "spin_ns") {
+    c.spin_ns = value.cast<int64_t>();
+    if (c.spin_ns < 0) throw py::value_error("spin_ns must be >= 0, got " + std::to_string(c.spin_ns));
+  }
+  else if (key == "profile") c.profile = value.cast<bool>();
   else throw py::type_error("RuntimeConfig has no option '" + key + "'");
 }
 
@@ -172,11 +178,7 @@ class PyModelRunner {
   }
 
   py::dict Execute(const py::dict& inputs, const std::optional<py::dict>& outputs) {
-    PendingRequest p = Submit(inputs, outputs);
-    {
-      py::gil_scoped_release release;
-      p.request->Wait();
-    }
+    PendingRequest p = Submit(inputs, outputs, /*wait=*/true);
     p.request->ThrowIfFailed();
     return Results(p);
   }
@@ -205,8 +207,61 @@ class PyModelRunner {
     out["reload_count"] = d.reload_count;
     out["total_load_ns"] = d.total_load_ns;
     out["last_load_ns"] = d.last_load_ns;
+    out["mapped_weights_bytes"] = runner_->session().mapped_weights_bytes();
+    out["copied_weights_bytes"] = runner_->session().copied_weights_bytes();
     return out;
   }
+
+  // One dict per kernel step that ran while profiling (program order).
+  py::list Profile() const {
+    SessionProfile prof;
+    {
+      py::gil_scoped_release release;  // waits for the device lock
+      prof = runner_->Profile();
+    }
+    py::list out;
+    for (const StepProfile& s : prof.steps) {
+      py::dict d;
+      d["program"] = s.program;
+      d["step"] = s.step;
+      d["op"] = s.op;
+      d["node"] = s.node;
+      d["calls"] = s.calls;
+      d["total_us"] = static_cast<double>(s.total_ns) / 1e3;
+      d["mean_us"] = static_cast<double>(s.total_ns) / 1e3 / static_cast<double>(s.calls);
+      out.append(d);
+    }
+    return out;
+  }
+
+  // Runs of the Main program while profiling and their total time: run time minus the steps'
+  // time is the runtime's own dispatch cost.
+  py::dict ProfileSummary() const {
+    SessionProfile prof;
+    {
+      py::gil_scoped_release release;
+      prof = runner_->Profile();
+    }
+    uint64_t kernel_ns = 0, calls = 0;
+    for (const StepProfile& s : prof.steps) {
+      kernel_ns += s.total_ns;
+      calls += s.calls;
+    }
+    py::dict d;
+    d["runs"] = prof.runs;
+    d["run_us"] = static_cast<double>(prof.run_ns) / 1e3;
+    d["kernel_us"] = static_cast<double>(kernel_ns) / 1e3;
+    d["kernel_calls"] = calls;
+    d["dispatch_us"] = static_cast<double>(prof.run_ns > kernel_ns ? prof.run_ns - kernel_ns : 0) / 1e3;
+    return d;
+  }
+
+  void ResetProfile() {
+    py::gil_scoped_release release;
+    runner_->ResetProfile();
+  }
+  void SetProfiling(bool on) { runner_->set_profiling(on); }
+  bool Profiling() const { return runner_->profiling(); }
 
   py::list Subgraphs() const {
     const Executable& exe = runner_->executable();
@@ -276,7 +331,8 @@ class PyModelRunner {
     }
   }
 
-  PendingRequest Submit(const py::dict& inputs, const std::optional<py::dict>& outputs) {
+  // Queues the request; with `wait`, also waits for it (one GIL release for both).
+  PendingRequest Submit(const py::dict& inputs, const std::optional<py::dict>& outputs, bool wait = false) {
     PendingRequest p;
     std::vector<HostTensor> ins, outs;
     for (const auto& [key, value] : inputs) {
@@ -299,10 +355,15 @@ class PyModelRunner {
     if (runner_->config().thread_safe) {
       py::gil_scoped_release release;  // Enqueue may block while the queues are full
       p.request = runner_->ExecuteAsync(ins, outs);
+      if (wait) p.request->Wait(runner_->config().spin_ns);
     } else {
       // Without thread safety the queues allow one producer at a time: keeping the GIL makes
       // concurrent Python callers take turns (the device thread never needs the GIL).
       p.request = runner_->ExecuteAsync(ins, outs);
+      if (wait) {
+        py::gil_scoped_release release;
+        p.request->Wait(runner_->config().spin_ns);
+      }
     }
     return p;
   }
@@ -357,6 +418,9 @@ PYBIND11_MODULE(_runtime, m) {
   m.attr("BATCHING_OFF") = RuntimeConfig::kBatchingOff;
   m.attr("DEVICE_MEMORY_BYTES") = DeviceManager::kIpuMemoryBytes;
   m.def("kernel_ops", [] { return KernelRegistry::Get().Ops(); }, "Sorted names of the ops the emulator has kernels for.");
+  m.def("num_threads", [] { return kernels::ThreadPool::Global().num_threads(); },
+        "Threads of the process-wide intra-op pool, the calling thread included (TF_POPEF_NUM_THREADS, "
+        "default: the number of cores).");
 
   py::class_<RuntimeConfig>(m, "RuntimeConfig", "Options of a ModelRunner (see runtime_config.h).")
       .def(py::init([](const py::kwargs& kwargs) {
@@ -375,6 +439,15 @@ PYBIND11_MODULE(_runtime, m) {
       .def_readwrite("ring_buffer_size_multiplier", &RuntimeConfig::ring_buffer_size_multiplier)
       .def_readwrite("thread_safe", &RuntimeConfig::thread_safe)
       .def_readwrite("device_id", &RuntimeConfig::device_id)
+      .def_property(
+          "spin_ns", [](const RuntimeConfig& c) { return c.spin_ns; },
+          [](RuntimeConfig& c, int64_t v) {
+            if (v < 0) throw py::value_error("spin_ns must be >= 0, got " + std::to_string(v));
+            c.spin_ns = v;
+          },
+          "Nanoseconds a waiting thread spins before sleeping (0: never spin).")
+      .def_readwrite("profile", &RuntimeConfig::profile,
+                     "Per-op profiling (ModelRunner.profile()); default from TF_POPEF_PROFILE.")
       .def("__repr__", &RuntimeConfig::ToString);
 
   py::class_<AnchorDescriptor>(m, "AnchorDescriptor", "An input or output anchor of a ModelRunner.")
@@ -406,6 +479,13 @@ PYBIND11_MODULE(_runtime, m) {
       .def("get_execute_inputs", &PyModelRunner::Inputs)
       .def("get_execute_outputs", &PyModelRunner::Outputs)
       .def("stats", &PyModelRunner::Stats)
+      .def("profile", &PyModelRunner::Profile,
+           "Per kernel step that ran while profiling: dict(program, step, op, node, calls, total_us, mean_us).")
+      .def("profile_summary", &PyModelRunner::ProfileSummary,
+           "dict(runs, run_us, kernel_us, kernel_calls, dispatch_us) of the runs while profiling.")
+      .def("reset_profile", &PyModelRunner::ResetProfile)
+      .def_property("profiling", &PyModelRunner::Profiling, &PyModelRunner::SetProfiling,
+                    "Whether runs are profiled (initially RuntimeConfig.profile).")
       .def_property_readonly("subgraphs", &PyModelRunner::Subgraphs)
       .def_property_readonly("ipu_version", [](const PyModelRunner& r) { return r.runner().executable().ipu_version(); })
       .def_property_readonly("device_id", [](const PyModelRunner& r) { return r.runner().device().id(); })

@@ -1,0 +1,76 @@
+"""One model run by each implementation bench_models.py compares, as zero-argument calls that
+do one inference on a fixed input and leave the outputs where `outputs()` finds them.
+
+- ModelRunner: the compiled PopEF, synchronous `execute` into preallocated output arrays
+  (batching off, default RuntimeConfig).
+- onnxruntime: the same model in standard ONNX (model_suite.standard_onnx), CPU provider, threads =
+  ours, inter-op 1, sequential execution, outputs bound to preallocated arrays (IOBinding), so
+  neither side allocates on the timed path.
+- TensorFlow: the Keras model as a tf.function (intra-op threads = ours, inter-op 1).
+"""
+import copy
+import dataclasses
+from typing import Callable, Dict
+
+import numpy as np
+
+
+@dataclasses.dataclass
+class Contender:
+    name: str
+    call: Callable[[], object]
+    outputs: Callable[[], Dict[str, np.ndarray]]  # outputs of the last call, as float32
+
+
+def modelrunner(name: str, executable, x: np.ndarray) -> Contender:
+    from tf_popef_op.runtime import ModelRunner, RuntimeConfig
+    runner = ModelRunner(executable, RuntimeConfig())
+    (anchor,) = runner.get_execute_inputs()
+    feed = {anchor.name: np.ascontiguousarray(x.astype(anchor.numpy_data_type()))}
+    outs = {o.name: np.zeros(o.shape, o.numpy_data_type()) for o in runner.get_execute_outputs()}
+    return Contender(name, lambda: runner.execute(feed, outs),
+                     lambda: {k: v.astype(np.float32) for k, v in outs.items()})
+
+
+def onnxruntime_session(name: str, model, x: np.ndarray, threads: int) -> Contender:
+    import onnxruntime as ort
+    oracle = copy.deepcopy(model)
+    oracle.ir_version = min(oracle.ir_version, 8)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    session = ort.InferenceSession(oracle.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    (inp,) = session.get_inputs()
+    feed = np.ascontiguousarray(x.astype(_ORT_TYPES[inp.type]))
+    binding = session.io_binding()
+    binding.bind_cpu_input(inp.name, feed)
+    outs = {}
+    for o in session.get_outputs():
+        outs[o.name] = np.zeros(o.shape, _ORT_TYPES[o.type])
+        binding.bind_output(o.name, "cpu", 0, outs[o.name].dtype, outs[o.name].shape, outs[o.name].ctypes.data)
+    return Contender(name, lambda: session.run_with_iobinding(binding),
+                     lambda: {k: v.astype(np.float32) for k, v in outs.items()})
+
+
+_ORT_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(int32)": np.int32,
+              "tensor(int64)": np.int64}
+
+
+def tensorflow_function(name: str, keras_model, x: np.ndarray, onnx_output_names) -> Contender:
+    import tensorflow as tf
+    fn = tf.function(lambda t: keras_model(t, training=False))
+    feed = tf.constant(x)
+    last = {}
+
+    def call():
+        last["out"] = fn(feed)
+
+    def outputs():
+        out = last["out"]
+        if isinstance(out, dict):
+            return {k: v.numpy().astype(np.float32) for k, v in out.items()}
+        (only,) = onnx_output_names  # a single-output Keras model: its one ONNX output
+        return {only: out.numpy().astype(np.float32)}
+
+    return Contender(name, call, outputs)

@@ -1,0 +1,205 @@
+"""The per-model parts of bench_models.py: compiles (once per run, shared by the parts),
+the interleaved latency cells, cross-request batching and the fresh-process memory probes."""
+import copy
+import gc
+import os
+from typing import Dict, List
+
+import numpy as np
+import onnx
+
+import compile_stages
+import cross_request_batching
+import memory_probe
+import model_zoo
+import op_profiles
+from flop_count import count_flops
+from interleaved_timing import interleaved, summary
+from model_contenders import modelrunner, onnxruntime_session, tensorflow_function
+
+PRECISIONS = ("fp32", "fp16")
+
+
+def max_rel(got, want) -> float:
+    return float(np.max(np.abs(got - want)) / max(float(np.max(np.abs(want))), 1e-30))
+
+
+def l2_rel(got, want) -> float:
+    return float(np.linalg.norm((got - want).ravel()) / max(float(np.linalg.norm(want.ravel())), 1e-30))
+
+
+def standard_onnx(model: onnx.ModelProto, batch: int, precision: str) -> onnx.ModelProto:
+    """What onnxruntime runs and the FLOPs are counted on: the model through our converter with
+    the batch fixed (and fp16 if asked) but without the passes of kind "fuse", which emit our own
+    ai.tfpopef ops; onnxruntime applies its own fusions to the standard graph (ir_version 8)."""
+    from compiler.converter import Converter
+    from compiler.converter.pass_registry import list_all_passes
+    fusing = [p.name for p in list_all_passes() if p.kind == "fuse"]
+    standard = Converter(batch_size=batch, precision=precision, skip_passes=fusing).convert(copy.deepcopy(model))
+    custom = sorted({f"{n.domain}:{n.op_type}" for n in standard.graph.node if n.domain not in ("", "ai.onnx")})
+    if custom:
+        raise RuntimeError(f"the converter still emits non-standard ops with the 'fuse' passes {fusing} skipped: "
+                           f"{', '.join(custom)}; onnxruntime cannot run them")
+    standard.ir_version = min(standard.ir_version, 8)
+    return standard
+
+
+class ModelSuite:
+    def __init__(self, specs, threads, args, work_dir, log):
+        self.specs, self.threads, self.args, self.work, self.log = specs, threads, args, work_dir, log
+        self._onnx: Dict[str, onnx.ModelProto] = {}
+        self._compiled: Dict[tuple, dict] = {}
+        self._keras = {}
+
+    # -- shared artefacts ------------------------------------------------------------------
+    def onnx_model(self, name):
+        if name not in self._onnx:
+            self._onnx[name] = onnx.load(model_zoo.cached_onnx_path(self.specs[name], self.log))
+        return self._onnx[name]
+
+    def compiled(self, name, batch, precision) -> dict:
+        """{"executable", "standard", "stages", "compile_s", "popef_path", "onnx_path"}; compiled
+        once per run (or loaded from benchmarks/.cache with --reuse-popef)."""
+        key = (name, batch, precision)
+        if key in self._compiled:
+            return self._compiled[key]
+        from compiler import Executable
+        spec = self.specs[name]
+        cached = os.path.join(model_zoo.CACHE_DIR, f"{spec.cache_key}-b{batch}-{precision}.popef")
+        self.log(f"compiling {spec.label} batch {batch} {precision}")
+        if self.args.reuse_popef and os.path.exists(cached):
+            from compiler.converter import Converter
+            self.log(f"  reusing {os.path.relpath(cached)} (converting only, for onnxruntime and the FLOP count)")
+            converted = Converter(batch_size=batch, precision=precision).convert(copy.deepcopy(self.onnx_model(name)))
+            executable, stages, seconds = Executable.load(cached), {}, None
+        else:
+            executable, converted, stages, seconds = compile_stages.compile_with_stages(
+                copy.deepcopy(self.onnx_model(name)), batch, precision)
+            os.makedirs(model_zoo.CACHE_DIR, exist_ok=True)
+            executable.save(cached)
+        standard = standard_onnx(self.onnx_model(name), batch, precision)
+        onnx_path = os.path.join(self.work, f"{name}-b{batch}-{precision}.onnx")
+        onnx.save(standard, onnx_path)
+        self._compiled[key] = {"executable": executable, "converted": converted if precision == "fp32" else None,
+                               "standard": standard,
+                               "stages": stages, "compile_s": seconds, "popef_path": cached, "onnx_path": onnx_path}
+        return self._compiled[key]
+
+    def keras_model(self, name):
+        if name not in self._keras:
+            self.log(f"building the Keras {self.specs[name].label} for TensorFlow")
+            self._keras[name] = self.specs[name].build_keras()
+        return self._keras[name]
+
+    # -- part: latency ---------------------------------------------------------------------
+    def latency(self, names: List[str], batches: List[int]):
+        cells, compiles = [], []
+        for name in names:
+            for batch in batches:
+                group = self._latency_group(name, batch)
+                cells.extend(group)
+                for precision in PRECISIONS:
+                    c = self.compiled(name, batch, precision)
+                    compiles.append({"model": name, "label": self.specs[name].label, "batch": batch,
+                                     "precision": precision, "compile_s": c["compile_s"], "stages": c["stages"]})
+                gc.collect()
+            self._keras.pop(name, None)
+        return cells, compiles
+
+    def _latency_group(self, name, batch) -> List[dict]:
+        spec = self.specs[name]
+        x = spec.inputs(batch)
+        fp32, fp16 = self.compiled(name, batch, "fp32"), self.compiled(name, batch, "fp16")
+        flops = count_flops(fp32["standard"])
+        output_names = [o.name for o in fp32["standard"].graph.output]
+        contenders = [modelrunner("ModelRunner fp32", fp32["executable"], x),
+                      modelrunner("ModelRunner fp16", fp16["executable"], x),
+                      onnxruntime_session("onnxruntime fp32", fp32["standard"], x, self.threads)]
+        ort_fp16_error = None
+        try:
+            ort16 = onnxruntime_session("onnxruntime fp16", fp16["standard"], x, self.threads)
+            ort16.call()
+            contenders.append(ort16)
+        except Exception as e:  # onnxruntime's CPU provider lacks fp16 kernels for some ops
+            ort_fp16_error = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+            self.log(f"  onnxruntime fp16 does not run {spec.label}: {ort_fp16_error}")
+        contenders.append(tensorflow_function("TensorFlow fp32", self.keras_model(name), x, output_names))
+
+        for c in contenders:
+            c.call()
+        reference = contenders[2].outputs()  # onnxruntime fp32
+        errors = {}
+        for c in contenders:
+            if c.name == "onnxruntime fp32":
+                continue
+            got = c.outputs()
+            errors[c.name] = {k: {"max_rel": max_rel(got[k], v), "l2_rel": l2_rel(got[k], v)} for k, v in reference.items()}
+
+        a = self.args
+        self.log(f"timing {spec.label} batch {batch}: {', '.join(c.name for c in contenders)}")
+        samples = interleaved({c.name: c.call for c in contenders}, a.warmup, a.min_iters, a.max_iters, a.budget)
+        stats = {k: summary(v) for k, v in samples.items()}
+        ort32 = stats["onnxruntime fp32"]
+        cells = []
+        for precision in PRECISIONS:
+            ours = stats[f"ModelRunner {precision}"]
+            cells.append({
+                "model": name, "label": spec.label, "batch": batch, "precision": precision, "flops": flops,
+                "ours": ours, "onnxruntime_fp32": ort32, "onnxruntime_fp16": stats.get("onnxruntime fp16"),
+                "onnxruntime_fp16_error": ort_fp16_error, "tensorflow_fp32": stats["TensorFlow fp32"],
+                "ratio_to_onnxruntime": ours["median_ms"] / ort32["median_ms"],
+                "ratio_to_tensorflow": ours["median_ms"] / stats["TensorFlow fp32"]["median_ms"],
+                "gflops": {k: flops / s["median_ms"] / 1e6 for k, s in stats.items()},
+                "errors_vs_onnxruntime_fp32": {"ours": errors[f"ModelRunner {precision}"],
+                                               "tensorflow": errors["TensorFlow fp32"],
+                                               **({"onnxruntime_fp16": errors["onnxruntime fp16"]}
+                                                  if "onnxruntime fp16" in errors else {})},
+            })
+            self.log(f"  {precision}: ours {ours['median_ms']:.2f} ms, onnxruntime fp32 {ort32['median_ms']:.2f} ms "
+                     f"({cells[-1]['ratio_to_onnxruntime']:.2f}x), TensorFlow "
+                     f"{stats['TensorFlow fp32']['median_ms']:.2f} ms, {ours['iterations']} iterations")
+        del contenders
+        return cells
+
+    # -- part: batching --------------------------------------------------------------------
+    def batching(self, name) -> dict:
+        a = self.args
+        b1, b8 = self.compiled(name, 1, "fp32"), self.compiled(name, 8, "fp32")
+        result = cross_request_batching.measure(b1["executable"], b8["executable"], self.specs[name].inputs(1),
+                                                a.clients, a.requests, a.rounds, a.batching_timeout_us)
+        result["_model"] = self.specs[name].label
+        return result
+
+    # -- part: memory ----------------------------------------------------------------------
+    def memory(self, names: List[str], batches: List[int]) -> List[dict]:
+        rows = []
+        for name in names:
+            for batch in batches:
+                for kind, precision in (("modelrunner", "fp32"), ("modelrunner", "fp16"), ("onnxruntime", "fp32")):
+                    c = self.compiled(name, batch, precision)
+                    path = c["popef_path"] if kind == "modelrunner" else c["onnx_path"]
+                    self.log(f"memory probe: {kind} {self.specs[name].label} batch {batch} {precision}")
+                    probe = memory_probe.run_probe(kind, path, self.threads)
+                    rows.append({"model": name, "label": self.specs[name].label, "batch": batch,
+                                 "precision": precision, "runtime": kind, "file_mb": os.path.getsize(path) / 2 ** 20,
+                                 **probe})
+        return rows
+
+    # -- part: profile ---------------------------------------------------------------------
+    def profile(self, names: List[str], batches: List[int]) -> List[dict]:
+        from tf_popef_op.runtime import ModelRunner
+        if not hasattr(ModelRunner, "profile"):
+            self.log("profile part skipped: this runtime has no per-op profiler (ModelRunner.profile)")
+            return []
+        rows = []
+        for name in names:
+            for batch in batches:
+                x = self.specs[name].inputs(batch)
+                c = self.compiled(name, batch, "fp32")
+                self.log(f"per-op profiles: {self.specs[name].label} batch {batch} fp32")
+                rows.append({"model": name, "label": self.specs[name].label, "batch": batch, "precision": "fp32",
+                             "ours": op_profiles.modelrunner_by_op(c["executable"], x, self.args.profile_iters,
+                                                                   c["converted"]),
+                             "onnxruntime": op_profiles.onnxruntime_by_op(c["standard"], x, self.threads,
+                                                                         self.args.profile_iters)})
+        return rows

@@ -1,0 +1,60 @@
+"""bench_models.py's PNG chart (matplotlib, requirements-bench.txt): left, ModelRunner's median
+latency over onnxruntime fp32's per cell with the 1.5x target; right, achieved GFLOP/s of
+ModelRunner, onnxruntime and TensorFlow per cell against the measured sgemm peak."""
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from report import FP32_TARGET, PEAK_TARGET  # noqa: E402
+
+
+_SHORT = {"mobilenet_v2": "MobileNetV2", "resnet50": "ResNet50", "bert_encoder": "BERT encoder"}
+
+
+def write(results: dict, path: str) -> None:
+    cells = results.get("cells")
+    if not cells:
+        raise ValueError("the chart needs the latency part (--parts latency)")
+    groups = sorted({(c["model"], c["batch"]) for c in cells}, key=lambda g: [c["model"] for c in cells].index(g[0]) * 100 + g[1])
+    names = [f"{_SHORT.get(m, m)}\nbatch {b}" for m, b in groups]
+    cell = {(c["model"], c["batch"], c["precision"]): c for c in cells}
+    x = np.arange(len(groups))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(15, 5.5))
+
+    width = 0.38
+    for i, (precision, color) in enumerate((("fp32", "#1f77b4"), ("fp16", "#ff7f0e"))):
+        ratios = [cell[(m, b, precision)]["ratio_to_onnxruntime"] if (m, b, precision) in cell else np.nan for m, b in groups]
+        bars = left.bar(x + (i - 0.5) * width, ratios, width, label=f"ModelRunner {precision} / onnxruntime fp32", color=color)
+        left.bar_label(bars, fmt="%.2f", fontsize=8)
+    left.axhline(FP32_TARGET, color="red", linestyle="--", label=f"{FP32_TARGET}× target (fp32)")
+    left.axhline(1.0, color="gray", linewidth=0.8)
+    left.set_xticks(x, names, fontsize=8)
+    left.set_ylabel("median latency ratio (lower is better)")
+    left.set_title("Latency relative to onnxruntime (same threads, interleaved)")
+    left.legend(fontsize=8)
+
+    series = [("ModelRunner fp32", "#1f77b4"), ("ModelRunner fp16", "#ff7f0e"), ("onnxruntime fp32", "#2ca02c"),
+              ("TensorFlow fp32", "#9467bd")]
+    width = 0.8 / len(series)
+    for i, (name, color) in enumerate(series):
+        values = [cell[(m, b, "fp32")]["gflops"].get(name, np.nan) for m, b in groups]
+        right.bar(x + (i - (len(series) - 1) / 2) * width, values, width, label=name, color=color)
+    peak = results.get("peak")
+    if peak:
+        right.axhline(peak["peak_gflops"], color="black", linestyle="-", label=f"measured sgemm peak {peak['peak_gflops']:.0f}")
+        right.axhline(PEAK_TARGET * peak["peak_gflops"], color="red", linestyle="--",
+                      label=f"{PEAK_TARGET:.0%} of peak (ResNet50 b8 target)")
+    right.set_xticks(x, names, fontsize=8)
+    right.set_ylabel("GFLOP/s (2 × MACs of Conv/MatMul/Gemm)")
+    right.set_title("Achieved GFLOP/s")
+    right.legend(fontsize=8)
+
+    m = results["machine"]
+    load = f", load average {m['load_average_start'][0]:.1f} → {m.get('load_average_end', [float('nan')])[0]:.1f}"
+    fig.suptitle(f"bench_models.py — {m['date_utc']}, {m['cores']} cores, {m['threads']} threads{load}"
+                 + (" — QUICK SMOKE RUN (small models)" if results.get("quick") else ""), fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

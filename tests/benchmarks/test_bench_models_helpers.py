@@ -1,0 +1,67 @@
+"""The helpers of benchmarks/bench_models.py that decide what its numbers mean: the FLOP count
+behind the GFLOP/s column (checked against MACs worked out by hand) and the interleaved timing
+loop (every contender timed once per iteration, iteration limits honoured)."""
+import os
+import sys
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                "benchmarks"))
+
+from flop_count import count_flops  # noqa: E402
+from interleaved_timing import interleaved, summary  # noqa: E402
+
+
+def _init(name, shape):
+    return numpy_helper.from_array(np.zeros(shape, np.float32), name)
+
+
+def _model(nodes, inputs, outputs, inits):
+    graph = helper.make_graph(nodes, "flops", [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_conv_counts_output_elements_times_kernel_volume_per_group():
+    # 3x3 conv 3 -> 4 channels, pad 1, on 2x3x8x8: 2*4*8*8 outputs x 3*3*3 taps;
+    # then a depthwise 3x3 (group 4): 2*4*8*8 outputs x 1*3*3 taps, stride 2 -> 2*4*4*4 outputs.
+    model = _model([helper.make_node("Conv", ["X", "W"], ["Y"], pads=[1, 1, 1, 1]),
+                    helper.make_node("Conv", ["Y", "D"], ["Z"], pads=[1, 1, 1, 1], strides=[2, 2], group=4)],
+                   [("X", (2, 3, 8, 8))], ["Z"], [_init("W", (4, 3, 3, 3)), _init("D", (4, 1, 3, 3))])
+    assert count_flops(model) == 2 * (2 * 4 * 8 * 8 * 27 + 2 * 4 * 4 * 4 * 9)
+
+
+def test_matmul_gemm_and_conv_transpose():
+    model = _model([helper.make_node("MatMul", ["A", "B"], ["M"]),                # [2,5,6] x [6,7]: 2*5*7 x 6
+                    helper.make_node("Gemm", ["G", "H"], ["N"], transA=1),        # A^T [3,4] x [4,9]: 3*9 x 4
+                    helper.make_node("ConvTranspose", ["T", "K"], ["U"]),         # 1x2x3x3 in, K [2,5,2,2]: 18 x 5*4
+                    helper.make_node("Relu", ["M"], ["R"])],                      # not counted
+                   [("A", (2, 5, 6)), ("G", (4, 3)), ("T", (1, 2, 3, 3))], ["R", "N", "U"],
+                   [_init("B", (6, 7)), _init("H", (4, 9)), _init("K", (2, 5, 2, 2))])
+    assert count_flops(model) == 2 * (2 * 5 * 7 * 6 + 3 * 9 * 4 + 18 * 20)
+
+
+def test_einsum_counts_the_product_of_every_index():
+    # attention scores bhqd,bhkd->bhqk on [2,4,8,16] x [2,4,8,16]: b*h*q*k*d = 2*4*8*8*16 MACs
+    model = _model([helper.make_node("Einsum", ["Q", "K"], ["S"], equation="bhqd,bhkd->bhqk")],
+                   [("Q", (2, 4, 8, 16)), ("K", (2, 4, 8, 16))], ["S"], [])
+    assert count_flops(model) == 2 * (2 * 4 * 8 * 8 * 16)
+
+
+def test_dynamic_shapes_are_refused_by_name():
+    model = _model([helper.make_node("MatMul", ["A", "B"], ["M"])], [("A", ("batch", 6))], ["M"], [_init("B", (6, 7))])
+    with pytest.raises(ValueError, match="MatMul node"):
+        count_flops(model)
+
+
+def test_interleaved_times_every_contender_once_per_iteration():
+    calls = []
+    samples = interleaved({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")},
+                          warmup=1, min_iters=4, max_iters=4, budget_s=10.0, gap_s=0.0)
+    assert [len(samples["a"]), len(samples["b"])] == [4, 4]
+    assert calls == ["a", "b"] + ["a", "b", "b", "a", "a", "b", "b", "a"]  # warm-up, then rotated order
+    s = summary([0.001, 0.002, 0.003])
+    assert s["median_ms"] == pytest.approx(2.0) and s["iterations"] == 3

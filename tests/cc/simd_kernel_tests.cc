@@ -1,0 +1,498 @@
+// The vector math of kernels/vector_math.h on both SIMD paths (accuracy against double
+// precision over the whole float range, special values, tails, in-place), and the kernels
+// that use it or the intra-op pool on tensors large enough to be split across threads,
+// against the double-precision references, on both paths. Run by the binary of
+// kernel_tests.cc.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tf_popef_op/runtime/cc/core/error.h"
+#include "tf_popef_op/runtime/cc/kernels/vector_math.h"
+#include "tests/cc/kernel_tester.h"
+#include "tests/cc/reference_ops.h"
+
+namespace tfpopef {
+namespace test {
+namespace {
+
+namespace vm = kernels::vmath;
+
+// Runs body once per SIMD path this CPU has (portable always, AVX2 when present), restoring
+// the path in use afterwards. Failures carry the path name.
+void ForEachSimdPath(const std::function<void(const std::string&)>& body) {
+  std::vector<vm::SimdPath> paths = {vm::SimdPath::kPortable};
+  if (vm::CpuHasAvx2Fma()) paths.push_back(vm::SimdPath::kAvx2);
+  const vm::SimdPath before = vm::ActivePath();
+  for (vm::SimdPath path : paths) {
+    vm::SetPathForTesting(path);
+    const size_t failures = CurrentFailures().size();
+    body(vm::SimdPathName(path));
+    for (size_t i = failures; i < CurrentFailures().size(); ++i)
+      CurrentFailures()[i] = std::string("[") + vm::SimdPathName(path) + " path] " + CurrentFailures()[i];
+  }
+  vm::SetPathForTesting(before);
+}
+
+// Error of `got` against the exact value in units of the float ulp at `want` (denormals:
+// the smallest denormal). NaN must match NaN, inf the same inf.
+double UlpError(float got, double want) {
+  if (std::isnan(want)) return std::isnan(got) ? 0.0 : 1e30;
+  if (std::isinf(static_cast<float>(want)))
+    return std::isinf(got) && (got > 0) == (want > 0) ? 0.0 : 1e30;
+  if (std::isnan(got) || std::isinf(got)) return 1e30;
+  int exponent;
+  std::frexp(want, &exponent);
+  const double ulp = std::ldexp(1.0, std::max(exponent - 24, -149));
+  return std::fabs(static_cast<double>(got) - want) / ulp;
+}
+
+// Inputs over the whole float range: random bit patterns (every exponent, denormals), dense
+// uniform ranges where the functions change shape, and the special values.
+std::vector<float> WideInputs() {
+  std::vector<float> x;
+  std::mt19937 rng(2024);
+  for (int i = 0; i < 1500000; ++i) {
+    const uint32_t bits = static_cast<uint32_t>(rng());
+    float f;
+    std::memcpy(&f, &bits, 4);
+    x.push_back(f);
+  }
+  std::uniform_real_distribution<float> wide(-110.0f, 110.0f), mid(-6.0f, 6.0f), narrow(-1.2f, 1.2f);
+  for (int i = 0; i < 500000; ++i) x.push_back(wide(rng));
+  for (int i = 0; i < 500000; ++i) x.push_back(mid(rng));
+  for (int i = 0; i < 300000; ++i) x.push_back(narrow(rng));
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float f : {0.0f, -0.0f, inf, -inf, std::numeric_limits<float>::quiet_NaN(), 1e-45f, -1e-45f, 1e-40f, -1e-40f,
+                  1.17549435e-38f, 3.4028235e38f, -3.4028235e38f, 88.72f, 88.73f, -87.33f, -103.9f, -104.5f, 0.5f,
+                  0.625f, -0.625f, 1.0f, -1.0f, 3.9f, 4.0f, 1e-8f, -1e-8f})
+    x.push_back(f);
+  return x;
+}
+
+struct AccuracyCase {
+  const char* name;
+  std::function<void(const float*, float*, int64_t)> fn;
+  std::function<double(double)> exact;
+  double max_ulp;
+  double skip_below;  // inputs below this are not measured (documented cancellation/denormal zones)
+};
+
+KERNEL_TEST(VectorMath_Accuracy_BothPaths) {
+  const std::vector<float> x = WideInputs();
+  const double kLowest = -std::numeric_limits<double>::infinity();
+  const double kSqrtHalf = 0.70710678118654752440, kSqrt2OverPi = 0.79788456080286535588;
+  const std::vector<AccuracyCase> cases = {
+      {"Exp", vm::Exp, [](double v) { return std::exp(v); }, 2, kLowest},
+      {"Log", vm::Log, [](double v) { return std::log(v); }, 2, kLowest},
+      {"Tanh", vm::Tanh, [](double v) { return std::tanh(v); }, 3, kLowest},
+      {"Erf", vm::Erf, [](double v) { return std::erf(v); }, 4, kLowest},
+      {"Sigmoid", vm::Sigmoid, [](double v) { return 1.0 / (1.0 + std::exp(-v)); }, 3, kLowest},
+      // x·sigmoid(x) with sigmoid(x) a float denormal (x < -87) keeps only the denormal's bits.
+      {"Swish", vm::Swish, [](double v) { return v / (1.0 + std::exp(-v)); }, 4, -87.0},
+      // 1 + erf / 1 + tanh cancel for x < -1 in both paths (the formula, not the functions).
+      {"Gelu", vm::Gelu, [=](double v) { return 0.5 * v * (1.0 + std::erf(v * kSqrtHalf)); }, 6, -1.0},
+      {"GeluTanh", vm::GeluTanh,
+       [=](double v) { return 0.5 * v * (1.0 + std::tanh(kSqrt2OverPi * (v + 0.044715 * v * v * v))); }, 6, -1.0},
+      {"Elu", [](const float* a, float* b, int64_t n) { vm::Elu(a, b, n, 1.0f, 1.0f); },
+       [](double v) { return v < 0 ? std::expm1(v) : v; }, 3, kLowest},
+  };
+  ForEachSimdPath([&](const std::string&) {
+    std::vector<float> y(x.size());
+    for (const AccuracyCase& c : cases) {
+      c.fn(x.data(), y.data(), static_cast<int64_t>(x.size()));
+      double worst = 0.0;
+      float worst_at = 0.0f;
+      for (size_t i = 0; i < x.size(); ++i) {
+        if (!(x[i] >= c.skip_below) && !std::isnan(x[i])) continue;
+        const double e = UlpError(y[i], c.exact(static_cast<double>(x[i])));
+        if (e > worst) worst = e, worst_at = x[i];
+      }
+      if (worst > c.max_ulp)
+        Fail(std::string(c.name) + ": " + std::to_string(worst) + " ulp at x = " + std::to_string(worst_at) +
+             " (documented bound " + std::to_string(c.max_ulp) + ")");
+    }
+  });
+}
+
+KERNEL_TEST(VectorMath_SpecialValues_BothPaths) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  auto one = [](void (*f)(const float*, float*, int64_t), float v) {
+    float out;
+    f(&v, &out, 1);
+    return out;
+  };
+  auto same_bits = [](float a, float b) { return std::memcmp(&a, &b, 4) == 0; };
+  ForEachSimdPath([&](const std::string&) {
+    EXPECT_TRUE(one(vm::Exp, -inf) == 0.0f && one(vm::Exp, inf) == inf && std::isnan(one(vm::Exp, nan)));
+    EXPECT_TRUE(one(vm::Exp, 0.0f) == 1.0f && one(vm::Exp, 1e-45f) == 1.0f && one(vm::Exp, 89.0f) == inf);
+    EXPECT_TRUE(one(vm::Exp, -200.0f) == 0.0f);
+    EXPECT_TRUE(UlpError(one(vm::Exp, -100.0f), std::exp(-100.0)) <= 1.0);  // a denormal result
+    EXPECT_TRUE(one(vm::Log, 0.0f) == -inf && one(vm::Log, -0.0f) == -inf && std::isnan(one(vm::Log, -1.0f)));
+    EXPECT_TRUE(one(vm::Log, inf) == inf && std::isnan(one(vm::Log, nan)) && one(vm::Log, 1.0f) == 0.0f);
+    EXPECT_TRUE(std::isnan(one(vm::Log, -inf)));
+    EXPECT_TRUE(UlpError(one(vm::Log, 1e-45f), std::log(static_cast<double>(1e-45f))) <= 1.0);  // denormal input
+    EXPECT_TRUE(one(vm::Tanh, inf) == 1.0f && one(vm::Tanh, -inf) == -1.0f && std::isnan(one(vm::Tanh, nan)));
+    EXPECT_TRUE(same_bits(one(vm::Tanh, -0.0f), -0.0f) && one(vm::Tanh, 1e-40f) == 1e-40f);
+    EXPECT_TRUE(one(vm::Erf, inf) == 1.0f && one(vm::Erf, -inf) == -1.0f && std::isnan(one(vm::Erf, nan)));
+    EXPECT_TRUE(same_bits(one(vm::Erf, -0.0f), -0.0f) && one(vm::Erf, 5.0f) == 1.0f);
+    EXPECT_TRUE(one(vm::Sigmoid, inf) == 1.0f && one(vm::Sigmoid, -inf) == 0.0f && std::isnan(one(vm::Sigmoid, nan)));
+    EXPECT_TRUE(one(vm::Sigmoid, 0.0f) == 0.5f && one(vm::Sigmoid, -200.0f) == 0.0f);
+    EXPECT_TRUE(UlpError(one(vm::Sigmoid, -95.0f), 1.0 / (1.0 + std::exp(95.0))) <= 1.0);  // denormal, not 0
+    EXPECT_TRUE(std::isnan(one(vm::Gelu, nan)) && one(vm::Gelu, inf) == inf && one(vm::Gelu, 0.0f) == 0.0f);
+    EXPECT_TRUE(std::isnan(one(vm::GeluTanh, nan)) && one(vm::GeluTanh, inf) == inf);
+    EXPECT_TRUE(std::isnan(one(vm::Swish, nan)) && one(vm::Swish, inf) == inf && one(vm::Swish, 0.0f) == 0.0f);
+    float e;
+    const float minus_inf = -inf;
+    vm::Elu(&minus_inf, &e, 1, 2.0f, 3.0f);
+    EXPECT_TRUE(e == -6.0f);
+    const float tiny = -1e-20f;
+    vm::Elu(&tiny, &e, 1, 1.0f, 1.0f);
+    EXPECT_TRUE(e == -1e-20f);  // expm1, not exp − 1
+    // Softmax helpers.
+    const std::vector<float> row = {1.0f, nan, 3.0f, -inf, 2.0f, 0.5f, 7.0f, -1.0f, 6.5f, 4.0f, 2.5f};
+    EXPECT_TRUE(vm::Max(row.data(), static_cast<int64_t>(row.size())) == 7.0f);
+    EXPECT_TRUE(vm::Max(row.data(), 0) == -inf);
+    const std::vector<float> r2 = {0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f, 8.0f, 9.0f, 10.0f};
+    std::vector<float> out(r2.size() + 1, 42.0f);
+    const float sum = vm::ExpShiftedSum(r2.data(), out.data(), static_cast<int64_t>(r2.size()), 10.0f);
+    double want = 0.0;
+    for (size_t i = 0; i < r2.size(); ++i) {
+      want += std::exp(r2[i] - 10.0);
+      EXPECT_TRUE(UlpError(out[i], std::exp(r2[i] - 10.0)) <= 2.0);
+    }
+    EXPECT_TRUE(std::fabs(sum - want) <= 1e-6 * want);
+    EXPECT_TRUE(out.back() == 42.0f);
+  });
+}
+
+KERNEL_TEST(VectorMath_TailsInPlaceAndBounds_BothPaths) {
+  ForEachSimdPath([&](const std::string&) {
+    for (int64_t n = 0; n <= 19; ++n) {
+      std::vector<float> buf(static_cast<size_t>(n) + 16, -7.0f);  // 8 guard values on both sides
+      for (int64_t i = 0; i < n; ++i) buf[8 + i] = 0.25f * static_cast<float>(i) - 2.0f;
+      std::vector<float> expected(buf);
+      for (int64_t i = 0; i < n; ++i) expected[8 + i] = std::tanh(expected[8 + i]);
+      vm::Tanh(buf.data() + 8, buf.data() + 8, n);  // in place
+      for (size_t i = 0; i < buf.size(); ++i)
+        if (!(std::fabs(buf[i] - expected[i]) <= 1e-6f)) {
+          Fail("Tanh in place, n = " + std::to_string(n) + ": element " + std::to_string(i) + " is " +
+               std::to_string(buf[i]) + ", expected " + std::to_string(expected[i]));
+          break;
+        }
+      std::vector<float> src(static_cast<size_t>(n), 1.0f), dst(static_cast<size_t>(n) + 8, -7.0f);
+      const float sum = vm::ExpShiftedSum(src.data(), dst.data(), n, 1.0f);
+      EXPECT_TRUE(sum == static_cast<float>(n));
+      for (int64_t i = 0; i < n + 8; ++i) EXPECT_TRUE(dst[i] == (i < n ? 1.0f : -7.0f));
+    }
+  });
+}
+
+KERNEL_TEST(VectorMath_SimdSetting) {
+  EXPECT_TRUE(vm::SimdPathFromSetting("portable") == vm::SimdPath::kPortable);
+  const vm::SimdPath best = vm::CpuHasAvx2Fma() ? vm::SimdPath::kAvx2 : vm::SimdPath::kPortable;
+  EXPECT_TRUE(vm::SimdPathFromSetting(nullptr) == best);
+  EXPECT_TRUE(vm::SimdPathFromSetting("") == best);
+  EXPECT_TRUE(vm::SimdPathFromSetting("auto") == best);
+  if (vm::CpuHasAvx2Fma()) EXPECT_TRUE(vm::SimdPathFromSetting("avx2") == vm::SimdPath::kAvx2);
+  for (const char* bad : {"AVX2", "sse", "1", "portable "}) {
+    std::string message;
+    try {
+      vm::SimdPathFromSetting(bad);
+    } catch (const Error& e) {
+      message = e.what();
+      EXPECT_TRUE(e.code() == ErrorCode::kInvalidArgument);
+    }
+    if (message != "TF_POPEF_SIMD=\"" + std::string(bad) + "\": expected 'auto', 'avx2' or 'portable'")
+      Fail(std::string("TF_POPEF_SIMD=") + bad + " gave '" + message + "'");
+  }
+}
+
+// ---------------------------------------------------------------- kernels on large tensors
+
+// Big enough that every kernel below splits across the pool (> 2 chunks of its grain).
+const Shape kBig = {2, 3, 97, 151};  // 87,882 elements, odd sizes for the vector tails
+
+std::vector<double> Map(const std::vector<double>& x, const std::function<double(double)>& f) {
+  std::vector<double> y;
+  y.reserve(x.size());
+  for (double v : x) y.push_back(f(v));
+  return y;
+}
+
+KERNEL_TEST(Unary_LargeTensors_BothPaths_VsReference) {
+  const auto x = AsFloat32(RandomValues(NumElements(kBig), -9, 9, 4242));
+  auto positive = AsFloat32(RandomValues(NumElements(kBig), 1e-6, 50, 4243));
+  const double s2 = 0.70710678118654752440, k = 0.79788456080286535588;
+  ForEachSimdPath([&](const std::string&) {
+    auto check = [&](const char* op, const std::vector<double>& in, const std::function<double(double)>& f,
+                     nlohmann::json attrs) {
+      KernelTester t(op);
+      for (auto& [name, value] : attrs.items()) t.Attr(name, value);
+      t.AddInput(F32, kBig, in).AddOutput(F32, kBig, Map(in, f)).Tolerance(1e-30, 1e-6).Run();
+    };
+    check("Sigmoid", x, [](double v) { return 1 / (1 + std::exp(-v)); }, nlohmann::json::object());
+    check("Tanh", x, [](double v) { return std::tanh(v); }, nlohmann::json::object());
+    check("Exp", x, [](double v) { return std::exp(v); }, nlohmann::json::object());
+    check("Erf", x, [](double v) { return std::erf(v); }, nlohmann::json::object());
+    check("Log", positive, [](double v) { return std::log(v); }, nlohmann::json::object());
+    check("Elu", x, [](double v) { return v < 0 ? 0.7 * std::expm1(v) : v; }, {{"alpha", 0.7}});
+    check("Selu", x, [](double v) { return 1.05 * (v < 0 ? 1.67 * std::expm1(v) : v); },
+          {{"alpha", 1.67}, {"gamma", 1.05}});
+    // Gelu's 1 + erf cancels for x << 0, where only an absolute bound is meaningful.
+    KernelTester("Gelu")
+        .Attr("approximate", "none")
+        .AddInput(F32, kBig, x)
+        .AddOutput(F32, kBig, Map(x, [&](double v) { return 0.5 * v * (1 + std::erf(v * s2)); }))
+        .Tolerance(1e-7, 1e-6)
+        .Run();
+    KernelTester("Gelu")
+        .Attr("approximate", "tanh")
+        .AddInput(F32, kBig, x)
+        .AddOutput(F32, kBig,
+                   Map(x, [&](double v) { return 0.5 * v * (1 + std::tanh(k * (v + 0.044715 * v * v * v))); }))
+        .Tolerance(1e-7, 1e-6)
+        .Run();
+    KernelTester("Relu").AddInput(F32, kBig, x).AddOutput(F32, kBig, Map(x, [](double v) { return v < 0 ? 0 : v; })).Run();
+    KernelTester("Clip")
+        .Attr("min", -1.5)
+        .Attr("max", 2.0)
+        .AddInput(F32, kBig, x)
+        .AddOutput(F32, kBig, Map(x, [](double v) { return std::min(2.0, std::max(-1.5, v)); }))
+        .Run();
+    // float16 through the adapter (its conversions split on the pool too).
+    const auto h = AsFloat16(x);
+    KernelTester("Sigmoid")
+        .AddInput(F16, kBig, h)
+        .AddOutput(F16, kBig, Map(h, [](double v) { return 1 / (1 + std::exp(-v)); }))
+        .Tolerance(1e-4, 1e-3)
+        .Concurrently(2, 2)
+        .Run();
+  });
+}
+
+KERNEL_TEST(Softmax_LargeTensors_BothPaths_VsReference) {
+  const Shape shape = {3, 5, 67, 131};
+  const auto x = AsFloat32(RandomValues(NumElements(shape), -20, 20, 77));
+  ForEachSimdPath([&](const std::string&) {
+    for (size_t axis : {3, 2, 1})  // rows (inner == 1) and the strided path
+      for (const char* op : {"Softmax", "LogSoftmax"}) {
+        std::vector<double> want = RefSoftmax(x, shape, axis, false);
+        if (std::string(op) == "LogSoftmax")
+          for (double& v : want) v = std::log(v);
+        KernelTester(op)
+            .Attr("axis", axis)
+            .Attr("coerce_2d", 0)
+            .AddInput(F32, shape, x)
+            .AddOutput(F32, shape, want)
+            // LogSoftmax's x − (max + log(sum)) cancels near 0: an absolute error of an ulp of
+            // the shift (|x| ≤ 20 here) is the float formula's own.
+            .Tolerance(std::string(op) == "LogSoftmax" ? 1e-5 : 1e-6, 1e-5)
+            .Concurrently(2, 2)
+            .Run();
+      }
+  });
+}
+
+KERNEL_TEST(Binary_LargeBroadcast_SplitsAcrossThreads_VsReference) {
+  const Shape a = {4, 64, 23, 29}, row = {29}, channel = {1, 64, 1, 1}, column = {4, 1, 23, 1};
+  const auto xa = AsFloat32(RandomValues(NumElements(a), -3, 3, 11));
+  for (const Shape& b : {a, row, channel, column, Shape{}}) {
+    const auto xb = AsFloat32(RandomValues(NumElements(b), -3, 3, 12));
+    KernelTester("Mul")
+        .AddInput(F32, a, xa)
+        .AddInput(F32, b, xb)
+        .AddOutput(F32, a, RefBinary(xa, a, xb, b, [](double p, double q) { return p * q; }))
+        .Tolerance(0, 1e-7)
+        .Run();
+    KernelTester("Sub")  // broadcast operand first
+        .AddInput(F32, b, xb)
+        .AddInput(F32, a, xa)
+        .AddOutput(F32, a, RefBinary(xb, b, xa, a, [](double p, double q) { return p - q; }))
+        .Tolerance(1e-7, 1e-7)
+        .Run();
+  }
+  // Both operands broadcast: [4, 1, 23, 1] + [64, 1, 29] -> [4, 64, 23, 29].
+  const Shape other = {64, 1, 29};
+  const auto xc = AsFloat32(RandomValues(NumElements(column), -3, 3, 13));
+  const auto xo = AsFloat32(RandomValues(NumElements(other), -3, 3, 14));
+  KernelTester("Add")
+      .AddInput(F32, column, xc)
+      .AddInput(F32, other, xo)
+      .AddOutput(F32, a, RefBinary(xc, column, xo, other, [](double p, double q) { return p + q; }))
+      .Tolerance(1e-7, 1e-7)
+      .Run();
+}
+
+// Naive 2-D pool in double over one [N, C, H, W] tensor with symmetric pads.
+std::vector<double> NaivePool(const std::vector<double>& x, const Shape& s, int64_t k, int64_t stride, int64_t pad,
+                              bool max, bool include_pad, int64_t oh, int64_t ow) {
+  std::vector<double> y;
+  for (int64_t p = 0; p < s[0] * s[1]; ++p)
+    for (int64_t i = 0; i < oh; ++i)
+      for (int64_t j = 0; j < ow; ++j) {
+        double acc = max ? -INFINITY : 0.0;
+        int64_t count = 0, padded = 0;
+        for (int64_t a = 0; a < k; ++a)
+          for (int64_t b = 0; b < k; ++b) {
+            const int64_t h = i * stride - pad + a, w = j * stride - pad + b;
+            if (h >= -pad && h < s[2] + pad && w >= -pad && w < s[3] + pad) ++padded;
+            if (h < 0 || h >= s[2] || w < 0 || w >= s[3]) continue;
+            const double v = x[static_cast<size_t>((p * s[2] + h) * s[3] + w)];
+            acc = max ? std::max(acc, v) : acc + v;
+            ++count;
+          }
+        y.push_back(max ? acc : acc / static_cast<double>(include_pad ? padded : count));
+      }
+  return y;
+}
+
+KERNEL_TEST(Pool_LargeTensors_RowPath_VsReference) {
+  const Shape s = {2, 24, 37, 41};
+  const auto x = AsFloat32(RandomValues(NumElements(s), -5, 5, 91));
+  struct Case {
+    int64_t k, stride, pad;
+  };
+  for (const Case& c : {Case{3, 2, 1}, Case{3, 1, 1}, Case{2, 2, 0}, Case{5, 3, 2}}) {
+    const int64_t oh = (s[2] + 2 * c.pad - c.k) / c.stride + 1, ow = (s[3] + 2 * c.pad - c.k) / c.stride + 1;
+    const Shape out = {s[0], s[1], oh, ow};
+    const nlohmann::json window = {{"kernel_shape", {c.k, c.k}}, {"strides", {c.stride, c.stride}},
+                                   {"pads", {c.pad, c.pad, c.pad, c.pad}}, {"dilations", {1, 1}}};
+    KernelTester max("MaxPool");
+    for (auto& [name, value] : window.items()) max.Attr(name, value);
+    max.Attr("storage_order", 0).AddInput(F32, s, x).AddOutput(F32, out, NaivePool(x, s, c.k, c.stride, c.pad, true, false, oh, ow));
+    max.Concurrently(2, 2).Run();
+    for (int include_pad = 0; include_pad < 2; ++include_pad) {
+      KernelTester avg("AveragePool");
+      for (auto& [name, value] : window.items()) avg.Attr(name, value);
+      avg.Attr("count_include_pad", include_pad)
+          .AddInput(F32, s, x)
+          .AddOutput(F32, out, NaivePool(x, s, c.k, c.stride, c.pad, false, include_pad == 1, oh, ow))
+          .Tolerance(1e-6, 1e-5)
+          .Concurrently(2, 2)
+          .Run();
+    }
+  }
+  // NaN in the first tap of a window wins (as the generic path), later NaNs never do.
+  KernelTester("MaxPool")
+      .Attr("kernel_shape", {2, 2})
+      .Attr("strides", {2, 2})
+      .Attr("pads", {0, 0, 0, 0})
+      .Attr("dilations", {1, 1})
+      .Attr("storage_order", 0)
+      .AddInput(F32, {1, 1, 2, 4}, {kNaN, 1, 2, kNaN, 3, 4, 5, 6})
+      .AddOutput(F32, {1, 1, 1, 2}, {kNaN, 6})
+      .Run();
+}
+
+KERNEL_TEST(Normalization_And_Reduce_LargeTensors_VsReference) {
+  const Shape s = {4, 96, 13, 17};
+  const auto x = AsFloat32(RandomValues(NumElements(s), -4, 4, 31));
+  // LayerNorm over the last two dims.
+  const int64_t inner = 13 * 17, outer = 4 * 96;
+  const auto scale = AsFloat32(RandomValues(inner, 0.5, 1.5, 32)), bias = AsFloat32(RandomValues(inner, -1, 1, 33));
+  std::vector<double> ln(x.size());
+  for (int64_t o = 0; o < outer; ++o) {
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < inner; ++i) mean += x[o * inner + i];
+    mean /= inner;
+    for (int64_t i = 0; i < inner; ++i) var += (x[o * inner + i] - mean) * (x[o * inner + i] - mean);
+    var /= inner;
+    for (int64_t i = 0; i < inner; ++i)
+      ln[o * inner + i] = (x[o * inner + i] - mean) / std::sqrt(var + 1e-5) * scale[i] + bias[i];
+  }
+  KernelTester("LayerNormalization")
+      .Attr("axis", 2)
+      .Attr("epsilon", 1e-5)
+      .Attr("mean_output", 0)
+      .Attr("inv_std_dev_output", 0)
+      .AddInput(F32, s, x)
+      .AddInput(F32, {13, 17}, scale)
+      .AddInput(F32, {13, 17}, bias)
+      .AddOutput(F32, s, ln)
+      .Tolerance(1e-5, 1e-5)
+      .Concurrently(2, 2)
+      .Run();
+  // ReduceMean over the trailing axes (split across threads) and over the leading axis (not).
+  std::vector<double> mean_hw, mean_n(static_cast<size_t>(96 * inner), 0.0);
+  for (int64_t p = 0; p < outer; ++p) {
+    double sum = 0;
+    for (int64_t i = 0; i < inner; ++i) sum += x[p * inner + i];
+    mean_hw.push_back(sum / inner);
+  }
+  for (int64_t n = 0; n < 4; ++n)
+    for (int64_t i = 0; i < 96 * inner; ++i) mean_n[i] += x[n * 96 * inner + i] / 4;
+  KernelTester("ReduceMean").Attr("axes", {2, 3}).AddInput(F32, s, x).AddOutput(F32, {4, 96, 1, 1}, mean_hw).Tolerance(1e-6, 1e-6).Run();
+  KernelTester("ReduceMean").Attr("axes", {0}).AddInput(F32, s, x).AddOutput(F32, {96, 13, 17}, mean_n).Tolerance(1e-6, 1e-6).Run();
+  KernelTester("GlobalAveragePool").AddInput(F32, s, x).AddOutput(F32, {4, 96, 1, 1}, mean_hw).Tolerance(1e-6, 1e-6).Run();
+}
+
+KERNEL_TEST(Transpose_Cast_LargeTensors_VsReference) {
+  const Shape s = {3, 40, 37, 29};
+  const auto x = AsFloat32(RandomValues(NumElements(s), -100, 100, 55));
+  for (const Shape& perm : {Shape{0, 2, 3, 1}, Shape{3, 2, 1, 0}, Shape{0, 2, 1, 3}, Shape{1, 0, 2, 3}}) {
+    Shape out;
+    const std::vector<double> want = RefTranspose(x, s, perm, &out);
+    KernelTester("Transpose").Attr("perm", perm).AddInput(F32, s, x).AddOutput(F32, out, want).Run();
+  }
+  std::vector<double> truncated;
+  for (double v : x) truncated.push_back(std::trunc(v));
+  KernelTester("Cast").Attr("to", "int32").AddInput(F32, s, x).AddOutput(I32, s, truncated).Run();
+  KernelTester("Cast").Attr("to", "float16").AddInput(F32, s, x).AddOutput(F16, s, AsFloat16(x)).Run();
+}
+
+KERNEL_TEST(DataMovement_LargeTensors_SplitAcrossThreads) {
+  // [6, 50, 37, 23] = 255,300 elements; every kernel below splits it across the pool.
+  const Shape a = {6, 20, 37, 23}, b = {6, 30, 37, 23};
+  const auto xa = AsFloat32(RandomValues(NumElements(a), -9, 9, 61)), xb = AsFloat32(RandomValues(NumElements(b), -9, 9, 62));
+  Shape cat;
+  const std::vector<double> joined = RefConcat({xa, xb}, {a, b}, 1, &cat);
+  KernelTester("Concat").Attr("axis", 1).AddInput(F32, a, xa).AddInput(F32, b, xb).AddOutput(F32, cat, joined).Run();
+  KernelTester("Split").Attr("axis", 1).AddInput(F32, cat, joined).AddOutput(F32, a, xa).AddOutput(F32, b, xb).Run();
+  // Gather along axis 1 with negative and out-of-range indices (zeros).
+  const std::vector<int64_t> idx = {3, -1, 0, 45, 17, 17, 49, 2, -50, 60};
+  std::vector<double> gathered;
+  for (int64_t n = 0; n < 6; ++n)
+    for (int64_t j : idx) {
+      const int64_t i = j < 0 ? j + 50 : j;
+      for (int64_t k = 0; k < 37 * 23; ++k)
+        gathered.push_back(i < 0 || i >= 50 ? 0.0 : joined[static_cast<size_t>((n * 50 + i) * 37 * 23 + k)]);
+    }
+  KernelTester("Gather")
+      .Attr("axis", 1)
+      .AddInput(F32, cat, joined)
+      .AddInput<int64_t>({static_cast<int64_t>(idx.size())}, idx)
+      .AddOutput(F32, {6, static_cast<int64_t>(idx.size()), 37, 23}, gathered)
+      .Run();
+  // Pad (constant) and Slice with a negative step go through the parallel index map.
+  std::vector<double> padded;
+  for (int64_t n = 0; n < 6; ++n)
+    for (int64_t c = 0; c < 20; ++c)
+      for (int64_t h = -1; h < 38; ++h)
+        for (int64_t w = -2; w < 23; ++w)
+          padded.push_back(h < 0 || h >= 37 || w < 0 ? 7.0 : xa[static_cast<size_t>(((n * 20 + c) * 37 + h) * 23 + w)]);
+  KernelTester("Pad")
+      .Attrs({{"mode", "constant"}, {"pads", {0, 0, 1, 2, 0, 0, 1, 0}}, {"value", 7}})
+      .AddInput(F32, a, xa)
+      .AddOutput(F32, {6, 20, 39, 25}, padded)
+      .Run();
+  std::vector<double> reversed;
+  for (int64_t n = 0; n < 6; ++n)
+    for (int64_t c = 0; c < 20; ++c)
+      for (int64_t h = 0; h < 37; ++h)
+        for (int64_t w = 22; w >= 0; --w) reversed.push_back(xa[static_cast<size_t>(((n * 20 + c) * 37 + h) * 23 + w)]);
+  KernelTester("Slice")
+      .Attrs({{"starts", {0, 0, 0, 22}}, {"steps", {1, 1, 1, -1}}})
+      .AddInput(F32, a, xa)
+      .AddOutput(F32, a, reversed)
+      .Run();
+}
+
+}  // namespace
+}  // namespace test
+}  // namespace tfpopef

@@ -1,0 +1,203 @@
+// The intra-op thread pool (kernels/thread_pool.h): every index of [0, n) exactly once for
+// many n / grain / pool sizes, chunk bounds, exceptions, nested and concurrent ParallelFor,
+// and the TF_POPEF_NUM_THREADS parsing. Run by the binary of kernel_tests.cc.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tf_popef_op/runtime/cc/core/error.h"
+#include "tf_popef_op/runtime/cc/kernels/thread_pool.h"
+#include "tests/cc/kernel_tester.h"
+
+namespace tfpopef {
+namespace test {
+namespace {
+
+using kernels::ThreadPool;
+
+// Checks one ParallelForChunks(n, grain) on `pool`: coverage, chunk count and sizes.
+void CheckCoverage(ThreadPool& pool, int64_t n, int64_t grain) {
+  const std::string where = "threads " + std::to_string(pool.num_threads()) + ", n " + std::to_string(n) +
+                            ", grain " + std::to_string(grain);
+  std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+  std::mutex mu;
+  std::set<int64_t> chunk_ids;
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  pool.ParallelForChunks(n, grain, [&](int64_t chunk, int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
+    std::lock_guard<std::mutex> lock(mu);
+    chunk_ids.insert(chunk);
+    ranges.emplace_back(begin, end);
+  });
+  for (int64_t i = 0; i < n; ++i)
+    if (hits[static_cast<size_t>(i)].load() != 1)
+      return Fail(where + ": index " + std::to_string(i) + " ran " + std::to_string(hits[i].load()) + " times");
+  const int64_t chunks = pool.NumChunks(n, grain);
+  const int64_t expected =
+      n <= 0 ? 0 : std::max<int64_t>(1, std::min<int64_t>(n / std::max<int64_t>(grain, 1), pool.num_threads()));
+  if (chunks != expected) Fail(where + ": NumChunks " + std::to_string(chunks) + ", expected " + std::to_string(expected));
+  if (static_cast<int64_t>(ranges.size()) != chunks || static_cast<int64_t>(chunk_ids.size()) != chunks)
+    Fail(where + ": " + std::to_string(ranges.size()) + " calls with " + std::to_string(chunk_ids.size()) +
+         " distinct chunk ids, expected " + std::to_string(chunks));
+  for (int64_t id : chunk_ids)
+    if (id < 0 || id >= chunks) Fail(where + ": chunk id " + std::to_string(id) + " out of range");
+  for (const auto& r : ranges)
+    if (r.second <= r.first || (n >= grain && r.second - r.first < grain))
+      Fail(where + ": chunk [" + std::to_string(r.first) + ", " + std::to_string(r.second) + ") is shorter than the grain");
+}
+
+KERNEL_TEST(ThreadPool_CoversEveryIndexExactlyOnce) {
+  for (int threads : {1, 2, 3, 5}) {
+    ThreadPool pool(threads);
+    EXPECT_TRUE(pool.num_threads() == threads);
+    for (int64_t n : {0, 1, 2, 3, 7, 8, 63, 64, 65, 1000, 4097})
+      for (int64_t grain : {0, 1, 2, 3, 16, 1000, 5000}) CheckCoverage(pool, n, grain);
+  }
+  CheckCoverage(ThreadPool::Global(), 100000, kernels::kStreamingGrain);
+  CheckCoverage(ThreadPool::Global(), 3, 1);
+}
+
+KERNEL_TEST(ThreadPool_SizeOneRunsOnTheCaller) {
+  ThreadPool pool(1);
+  const auto caller = std::this_thread::get_id();
+  std::atomic<int> elsewhere{0};
+  pool.ParallelFor(1000, 1, [&](int64_t, int64_t) {
+    if (std::this_thread::get_id() != caller) elsewhere.fetch_add(1);
+  });
+  EXPECT_TRUE(elsewhere.load() == 0);
+  EXPECT_TRUE(pool.NumChunks(1000, 1) == 1);
+  EXPECT_TRUE(ThreadPool(0).num_threads() == 1);  // clamped
+}
+
+KERNEL_TEST(ThreadPool_ExceptionReachesTheCallerAfterAllChunks) {
+  ThreadPool pool(3);
+  std::atomic<int> finished{0};
+  bool caught = false;
+  try {
+    pool.ParallelForChunks(300, 100, [&](int64_t chunk, int64_t, int64_t) {
+      if (chunk == 1) throw std::runtime_error("chunk one failed");
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      finished.fetch_add(1);
+    });
+  } catch (const std::runtime_error& e) {
+    caught = std::string(e.what()) == "chunk one failed";
+  }
+  EXPECT_TRUE(caught);
+  EXPECT_TRUE(finished.load() == 2);  // the other chunks ran to completion before the rethrow
+  // The pool stays usable.
+  std::atomic<int64_t> sum{0};
+  pool.ParallelFor(1000, 10, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) sum.fetch_add(i);
+  });
+  EXPECT_TRUE(sum.load() == 999 * 1000 / 2);
+  // A kernels::Error keeps its type and code.
+  bool code_kept = false;
+  try {
+    pool.ParallelFor(10, 1, [](int64_t b, int64_t) {
+      if (b == 0) throw Error(ErrorCode::kInvalidArgument, "bad input");
+    });
+  } catch (const Error& e) {
+    code_kept = e.code() == ErrorCode::kInvalidArgument;
+  }
+  EXPECT_TRUE(code_kept);
+}
+
+KERNEL_TEST(ThreadPool_NestedParallelFor) {
+  for (int threads : {1, 2, 4}) {
+    ThreadPool pool(threads);
+    std::vector<std::atomic<int>> hits(64 * 100);
+    pool.ParallelFor(64, 1, [&](int64_t b, int64_t e) {
+      for (int64_t row = b; row < e; ++row)
+        pool.ParallelFor(100, 7, [&](int64_t cb, int64_t ce) {
+          for (int64_t c = cb; c < ce; ++c) hits[static_cast<size_t>(row * 100 + c)].fetch_add(1);
+        });
+    });
+    int bad = 0;
+    for (auto& h : hits) bad += h.load() != 1;
+    EXPECT_TRUE(bad == 0);
+  }
+}
+
+KERNEL_TEST(ThreadPool_ConcurrentCallers) {
+  ThreadPool pool(3);
+  constexpr int kCallers = 6, kCalls = 200;
+  std::vector<int64_t> wrong(kCallers, 0);
+  std::vector<std::thread> callers;
+  for (int t = 0; t < kCallers; ++t)
+    callers.emplace_back([&, t] {
+      for (int call = 0; call < kCalls; ++call) {
+        const int64_t n = 1 + (call * 37 + t * 11) % 2000;
+        std::atomic<int64_t> sum{0};
+        pool.ParallelFor(n, 16, [&](int64_t b, int64_t e) {
+          int64_t local = 0;
+          for (int64_t i = b; i < e; ++i) local += i;
+          sum.fetch_add(local);
+        });
+        if (sum.load() != n * (n - 1) / 2) ++wrong[t];
+      }
+    });
+  for (auto& c : callers) c.join();
+  for (int t = 0; t < kCallers; ++t) EXPECT_TRUE(wrong[t] == 0);
+}
+
+// Sets TF_POPEF_NUM_THREADS for the scope and restores it.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* old = std::getenv(name);
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    if (value) setenv(name, value, 1);
+    else unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (had_) setenv(name_, old_.c_str(), 1);
+    else unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string old_;
+};
+
+KERNEL_TEST(ThreadPool_SizeFromEnvironment) {
+  {
+    ScopedEnv env("TF_POPEF_NUM_THREADS", "1");
+    EXPECT_TRUE(kernels::ThreadCountFromEnvironment() == 1);
+  }
+  {
+    ScopedEnv env("TF_POPEF_NUM_THREADS", "7");
+    EXPECT_TRUE(kernels::ThreadCountFromEnvironment() == 7);
+  }
+  for (const char* unset : {static_cast<const char*>(nullptr), ""}) {
+    ScopedEnv env("TF_POPEF_NUM_THREADS", unset);
+    EXPECT_TRUE(kernels::ThreadCountFromEnvironment() == static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  }
+  for (const char* bad : {"0", "-2", "abc", "2x", "1.5", "5000"}) {
+    ScopedEnv env("TF_POPEF_NUM_THREADS", bad);
+    std::string message;
+    ErrorCode code = ErrorCode::kInternal;
+    try {
+      kernels::ThreadCountFromEnvironment();
+    } catch (const Error& e) {
+      message = e.what();
+      code = e.code();
+    }
+    EXPECT_TRUE(code == ErrorCode::kInvalidArgument);
+    if (message != "TF_POPEF_NUM_THREADS=\"" + std::string(bad) + "\": expected an integer in 1..1024")
+      Fail(std::string("TF_POPEF_NUM_THREADS=") + bad + " gave '" + message + "'");
+  }
+}
+
+}  // namespace
+}  // namespace test
+}  // namespace tfpopef

@@ -1,0 +1,30 @@
+// The function table each SIMD path of vector_math.h provides (internal to vector_math*.cc).
+#pragma once
+
+#include <cstdint>
+
+namespace tfpopef {
+namespace kernels {
+namespace vmath {
+
+struct PathTable {
+  void (*exp)(const float*, float*, int64_t);
+  void (*log)(const float*, float*, int64_t);
+  void (*tanh)(const float*, float*, int64_t);
+  void (*erf)(const float*, float*, int64_t);
+  void (*sigmoid)(const float*, float*, int64_t);
+  void (*swish)(const float*, float*, int64_t);
+  void (*gelu)(const float*, float*, int64_t);
+  void (*gelu_tanh)(const float*, float*, int64_t);
+  void (*elu)(const float*, float*, int64_t, float, float);
+  float (*max)(const float*, int64_t);
+  float (*exp_shifted_sum)(const float*, float*, int64_t, float);
+};
+
+extern const PathTable kPortableTable;
+// Defined only on x86-64 builds (vector_math_avx2.cc); call only when CpuHasAvx2Fma().
+extern const PathTable kAvx2Table;
+
+}  // namespace vmath
+}  // namespace kernels
+}  // namespace tfpopef
