@@ -108,3 +108,12 @@ def bypass_node(graph: onnx.GraphProto, node: onnx.NodeProto) -> bool:
         remove_value_info(graph, [dst])
     remove_nodes(graph, [node])
     return True
+
+
+def set_float_attribute(node: onnx.NodeProto, name: str, value: float) -> None:
+    """Sets (or adds) the float attribute `name` of `node`."""
+    for attr in node.attribute:
+        if attr.name == name:
+            attr.f = value
+            return
+    node.attribute.append(onnx.helper.make_attribute(name, value))

@@ -23,7 +23,8 @@ from onnx import helper, numpy_helper
 
 from compiler.converter.pass_registry import register
 from compiler.onnx_graph.constants import Constants
-from compiler.onnx_graph.graph_edit import consumers, opset_version, producers, remove_nodes, remove_value_info
+from compiler.onnx_graph.graph_edit import (consumers, opset_version, producers, remove_nodes, remove_value_info,
+                                            set_float_attribute)
 from compiler.onnx_graph.tensor_types import infer_types
 
 _DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -124,7 +125,7 @@ class _Folder:
         if c2.ndim > 2:
             return False
         self._rewrite(gemm, bn, {1: b2.astype(b.dtype), 2: c2.astype(b.dtype)})
-        _set_float_attr(gemm, "beta", 1.0)
+        set_float_attribute(gemm, "beta", 1.0)
         return True
 
     def _into_matmul(self, matmul, bn, s, t) -> bool:
@@ -175,9 +176,3 @@ class _Folder:
         return name
 
 
-def _set_float_attr(node, name: str, value: float) -> None:
-    for a in node.attribute:
-        if a.name == name:
-            a.f = value
-            return
-    node.attribute.append(helper.make_attribute(name, value))

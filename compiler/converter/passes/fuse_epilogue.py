@@ -25,7 +25,8 @@ from onnx import helper, numpy_helper
 
 from compiler.converter.pass_registry import register
 from compiler.onnx_graph.constants import Constants
-from compiler.onnx_graph.graph_edit import consumers, opset_version, remove_nodes, remove_value_info
+from compiler.onnx_graph.graph_edit import (consumers, opset_version, remove_nodes, remove_value_info,
+                                            set_float_attribute)
 from compiler.onnx_graph.internal_ops import ensure_domain_imported, fused_node
 from compiler.onnx_graph.tensor_types import infer_types
 
@@ -173,7 +174,7 @@ class _Fuser:
             return None
         like = onnx.NodeProto()
         like.CopyFrom(base)
-        _set_attr(like, "beta", 1.0)
+        set_float_attribute(like, "beta", 1.0)
         return inputs[:2] + [self._add_initializer(f"{base.name or base.output[0]}_c", c.astype(value.dtype))], like
 
     # --- activation ---------------------------------------------------------------------------
@@ -288,13 +289,6 @@ def _other_operand(add, cur: str) -> Optional[str]:
 def _np_type(elem_type: int):
     return helper.tensor_dtype_to_np_dtype(elem_type)
 
-
-def _set_attr(node, name: str, value: float) -> None:
-    for a in node.attribute:
-        if a.name == name:
-            a.f = value
-            return
-    node.attribute.append(helper.make_attribute(name, value))
 
 
 _erf = np.vectorize(math.erf)

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "tf_popef_op/runtime/cc/core/model_runner.h"
+#include "tests/runtime/cc/check.h"
 
 namespace {
 std::atomic<bool> counting{false};
@@ -62,14 +63,6 @@ void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept 
 
 using namespace tfpopef;
 
-static int failures = 0;
-#define CHECK(cond)                                                                  \
-  do {                                                                               \
-    if (!(cond)) {                                                                   \
-      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                                    \
-    }                                                                                \
-  } while (0)
 
 namespace {
 

@@ -15,17 +15,10 @@
 #include "tf_popef_op/runtime/cc/core/queue_manager.h"
 #include "tf_popef_op/runtime/cc/core/ring_buffer.h"
 #include "tf_popef_op/runtime/cc/kernels/kernel.h"
+#include "tests/runtime/cc/check.h"
 
 using namespace tfpopef;
 
-static int failures = 0;
-#define CHECK(cond)                                                       \
-  do {                                                                    \
-    if (!(cond)) {                                                        \
-      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                         \
-    }                                                                     \
-  } while (0)
 
 namespace {
 

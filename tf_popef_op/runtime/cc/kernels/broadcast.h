@@ -111,32 +111,11 @@ BroadcastPlan<N> MakeBroadcastPlan(const std::vector<int64_t>& out,
   return plan;
 }
 
-// Calls body(out_offset, offsets) for every innermost run, in output order. out_offset is
-// the run's first output element (runs are contiguous in the output); offsets[k] is operand
-// k's first element, and within the run operand k advances by plan.run_stride(k).
-template <size_t N, typename Body>
-void ForEachRun(const BroadcastPlan<N>& plan, Body&& body) {
-  const int64_t run = plan.run_length();
-  const int outer_rank = static_cast<int>(plan.dims.size()) - 1;
-  std::array<int64_t, kMaxBroadcastRank> index{};
-  std::array<int64_t, N> offsets{};
-  int64_t out_offset = 0;
-  for (int64_t r = 0; r < plan.num_runs; ++r, out_offset += run) {
-    body(out_offset, static_cast<const std::array<int64_t, N>&>(offsets));
-    for (int d = outer_rank - 1; d >= 0; --d) {  // odometer over the outer dims
-      if (++index[d] < plan.dims[d]) {
-        for (size_t k = 0; k < N; ++k) offsets[k] += plan.strides[k][d];
-        break;
-      }
-      index[d] = 0;
-      for (size_t k = 0; k < N; ++k) offsets[k] -= plan.strides[k][d] * (plan.dims[d] - 1);
-    }
-  }
-}
-
-// As ForEachRun, restricted to the output elements [begin, end): body(out_offset, offsets,
-// length) gets each run, or the part of it inside the range, in output order. Disjoint
-// ranges can be handed to different threads (ParallelFor over the output elements).
+// Calls body(out_offset, offsets, length) for every innermost run (or the part of it) inside
+// the output elements [begin, end), in output order. out_offset is the first output element
+// (runs are contiguous in the output); offsets[k] is operand k's first element, and within the
+// run operand k advances by plan.run_stride(k). Disjoint ranges can be handed to different
+// threads (ParallelFor over the output elements).
 template <size_t N, typename Body>
 void ForEachRunInRange(const BroadcastPlan<N>& plan, int64_t begin, int64_t end, Body&& body) {
   const int64_t run = plan.run_length();
@@ -165,6 +144,15 @@ void ForEachRunInRange(const BroadcastPlan<N>& plan, int64_t begin, int64_t end,
       for (size_t k = 0; k < N; ++k) offsets[k] -= plan.strides[k][d] * (plan.dims[d] - 1);
     }
   }
+}
+
+// ForEachRunInRange over the whole output, with body(out_offset, offsets) per whole run.
+template <size_t N, typename Body>
+void ForEachRun(const BroadcastPlan<N>& plan, Body&& body) {
+  ForEachRunInRange(plan, 0, plan.num_runs * plan.run_length(),
+                    [&body](int64_t out_offset, const std::array<int64_t, N>& offsets, int64_t) {
+                      body(out_offset, offsets);
+                    });
 }
 
 }  // namespace kernels
