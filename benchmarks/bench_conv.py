@@ -14,7 +14,6 @@ ours): the last two columns.
                                               [--budget 2] [--no-fusion]
 """
 import argparse
-import copy
 import os
 import sys
 
@@ -29,6 +28,7 @@ sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 from compiler import Compiler  # noqa: E402
 from compiler.options import CompilerOptions  # noqa: E402
 from interleaved_timing import interleaved  # noqa: E402
+from onnxruntime_peer import cpu_session  # noqa: E402
 from tf_popef_op.runtime import ModelRunner, RuntimeConfig  # noqa: E402
 
 # name: (C, H=W, M, kernel, stride, group, activation)  — pads are "same" (k // 2)
@@ -91,17 +91,10 @@ def main(argv=None):
                                                          ).astype(np.float32)
             runner = ModelRunner(Compiler.compile(model, options=CompilerOptions(kernel_fusion=not args.no_fusion)),
                                  RuntimeConfig())
-            oracle = copy.deepcopy(model)
-            oracle.ir_version = 8
-            so = ort.SessionOptions()
-            so.intra_op_num_threads = threads
-            sess = ort.InferenceSession(oracle.SerializeToString(), so, providers=["CPUExecutionProvider"])
+            sess = cpu_session(model, threads)
             # Without ORT_ENABLE_ALL's layout transformer onnxruntime keeps NCHW (no NCHWc
             # blocked convolutions): what the blocked layout is worth to it.
-            so_nchw = ort.SessionOptions()
-            so_nchw.intra_op_num_threads = threads
-            so_nchw.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
-            sess_nchw = ort.InferenceSession(oracle.SerializeToString(), so_nchw, providers=["CPUExecutionProvider"])
+            sess_nchw = cpu_session(model, threads, ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED)
             out = np.empty(runner.execute({"X": x})["Y"].shape, np.float32)
             err = float(np.max(np.abs(runner.execute({"X": x})["Y"] - sess.run(None, {"X": x})[0])))
             samples = interleaved({"emulator": lambda: runner.execute({"X": x}, {"Y": out}),

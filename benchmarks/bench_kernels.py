@@ -13,7 +13,6 @@ the number to compare. Each case first checks that both engines agree.
     TF_POPEF_SIMD=portable .venv/bin/python benchmarks/bench_kernels.py   # without the AVX2 math
 """
 import argparse
-import copy
 import os
 import platform
 import statistics
@@ -31,6 +30,8 @@ sys.path.insert(0, ROOT)
 from compiler import Compiler  # noqa: E402
 from compiler.converter import Converter  # noqa: E402
 from tf_popef_op.runtime import ModelRunner, RuntimeConfig  # noqa: E402
+
+from onnxruntime_peer import cpu_session  # noqa: E402
 
 F = TensorProto.FLOAT
 GAP_S = 0.003  # pause before each timed call (see time_case)
@@ -111,12 +112,7 @@ def time_case(model, iters, threads, precision):
     converted = Converter(precision=precision).convert(model)
     runner = ModelRunner(Compiler.compile(converted.SerializeToString(), ["Y"]), RuntimeConfig())
     in_dtype = runner.get_execute_inputs()[0].numpy_data_type()
-    oracle = copy.deepcopy(model)
-    oracle.ir_version = 8
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    sess = ort.InferenceSession(oracle.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    sess = cpu_session(model, threads)
 
     shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
     out_shape = [d.dim_value for d in model.graph.output[0].type.tensor_type.shape.dim]

@@ -4,7 +4,6 @@ only the ratio measured side by side is meaningful).
     .venv/bin/python benchmarks/bench_mlp.py [--batch 1 32] [--iters 300] [--threads 2]
 """
 import argparse
-import copy
 import os
 import platform
 import statistics
@@ -18,6 +17,7 @@ from compiler.converter import Converter
 from tf_popef_op.runtime import ModelRunner, RuntimeConfig
 
 from mlp_model import build_mlp
+from onnxruntime_peer import cpu_session
 
 
 def percentile(samples, q):
@@ -31,12 +31,7 @@ def bench(batch, sizes, iters, threads, precision):
     runner = ModelRunner(Compiler.compile(converted.SerializeToString(), ["Y"]), RuntimeConfig())
     in_dtype = runner.get_execute_inputs()[0].numpy_data_type()
 
-    oracle = copy.deepcopy(model)
-    oracle.ir_version = 8
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    sess = ort.InferenceSession(oracle.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    sess = cpu_session(model, threads)
 
     x = np.random.default_rng(1).standard_normal((batch, sizes[0])).astype(np.float32)
     feed_rt = {"X": x.astype(in_dtype)}

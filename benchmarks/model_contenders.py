@@ -8,7 +8,6 @@ do one inference on a fixed input and leave the outputs where `outputs()` finds 
   neither side allocates on the timed path.
 - TensorFlow: the Keras model as a tf.function (intra-op threads = ours, inter-op 1).
 """
-import copy
 import dataclasses
 from typing import Callable, Dict
 
@@ -33,14 +32,8 @@ def modelrunner(name: str, executable, x: np.ndarray) -> Contender:
 
 
 def onnxruntime_session(name: str, model, x: np.ndarray, threads: int) -> Contender:
-    import onnxruntime as ort
-    oracle = copy.deepcopy(model)
-    oracle.ir_version = min(oracle.ir_version, 8)
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    session = ort.InferenceSession(oracle.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    from onnxruntime_peer import cpu_session
+    session = cpu_session(model, threads)
     (inp,) = session.get_inputs()
     feed = np.ascontiguousarray(x.astype(_ORT_TYPES[inp.type]))
     binding = session.io_binding()

@@ -1,0 +1,18 @@
+"""The onnxruntime session every benchmark times against: CPU provider, `threads` intra-op
+threads (the emulator's pool size), inter-op 1, sequential execution, on a copy of the model with
+ir_version capped at 8 (the newest onnxruntime 1.31 accepts)."""
+import copy
+
+import onnxruntime as ort
+
+
+def cpu_session(model, threads: int, optimization_level=None) -> ort.InferenceSession:
+    oracle = copy.deepcopy(model)
+    oracle.ir_version = min(oracle.ir_version, 8)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    if optimization_level is not None:
+        options.graph_optimization_level = optimization_level
+    return ort.InferenceSession(oracle.SerializeToString(), options, providers=["CPUExecutionProvider"])
