@@ -1,5 +1,6 @@
-"""Front-end tests build small Keras models in a temporary folder (nothing is downloaded) and
-compare the compiled model, run on the emulator, with the Keras model's own output."""
+"""Architecture tests build small Keras networks offline (weights=None, nothing is downloaded) and
+compare the compiled model, run on the emulator, with TensorFlow's output; the repository root and
+this folder (architecture_checks, keras_architectures) are importable."""
 import os
 import sys
 
