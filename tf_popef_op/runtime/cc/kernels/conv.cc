@@ -18,10 +18,10 @@
 #include <vector>
 
 #include "tf_popef_op/runtime/cc/kernels/blas_gemm.h"
+#include "tf_popef_op/runtime/cc/kernels/depthwise_conv.h"
 #include "tf_popef_op/runtime/cc/kernels/epilogue.h"
 #include "tf_popef_op/runtime/cc/kernels/fp16_adapter.h"
 #include "tf_popef_op/runtime/cc/kernels/spatial_geometry.h"
-#include "tf_popef_op/runtime/cc/kernels/vector_math.h"
 
 namespace tfpopef {
 namespace kernels {
@@ -29,17 +29,13 @@ namespace {
 
 enum class ConvPath { kPointwise, kDepthwise, kIm2col };
 
-// One channel of a depthwise conv (defined below, in a baseline and an AVX2+FMA build).
-using DepthwiseFn = void (*)(const SpatialGeometry&, const float*, const float*, float*);
-void DepthwiseChannelPortable(const SpatialGeometry& g, const float* x, const float* w, float* y);
-
 struct ConvParams {
   SpatialGeometry g;
   int64_t n = 0, c = 0, m = 0, group = 1;
   bool has_bias = false, has_sum = false;
   Epilogue epilogue;
   ConvPath path = ConvPath::kIm2col;
-  DepthwiseFn depthwise = DepthwiseChannelPortable;
+  DepthwiseFn depthwise = nullptr;
   int64_t cg() const { return c / group; }
   int64_t mg() const { return m / group; }
 };
@@ -82,56 +78,6 @@ void Im2Col(const SpatialGeometry& g, const float* x, int64_t c0, int64_t c1, fl
         }
   }
 }
-
-// One channel of a depthwise conv: y[out] = sum over the window of w[k] · x[in], accumulated
-// one window tap at a time over whole output rows, so the inner loop has no bounds checks
-// (the valid output range of a row is computed per tap) and is contiguous for stride 1.
-inline __attribute__((always_inline)) void DepthwiseChannelBody(const SpatialGeometry& g, const float* x,
-                                                                 const float* w, float* y) {
-  std::fill(y, y + g.out_size(), 0.0f);
-  for (int64_t kd = 0; kd < g.kernel[0]; ++kd)
-    for (int64_t kh = 0; kh < g.kernel[1]; ++kh)
-      for (int64_t kw = 0; kw < g.kernel[2]; ++kw) {
-        const float wk = w[(kd * g.kernel[1] + kh) * g.kernel[2] + kw];
-        // Output columns whose input column iw = ow·stride − pad + kw·dilation is inside [0, in).
-        const int64_t shift = kw * g.dilation[2] - g.pad_begin[2];
-        int64_t ow_lo = shift >= 0 ? 0 : (-shift + g.stride[2] - 1) / g.stride[2];
-        int64_t ow_hi = g.in[2] - shift <= 0 ? 0 : (g.in[2] - shift + g.stride[2] - 1) / g.stride[2];
-        ow_hi = std::min(ow_hi, g.out[2]);
-        if (ow_lo >= ow_hi) continue;
-        for (int64_t od = 0; od < g.out[0]; ++od) {
-          const int64_t id = od * g.stride[0] - g.pad_begin[0] + kd * g.dilation[0];
-          if (id < 0 || id >= g.in[0]) continue;
-          for (int64_t oh = 0; oh < g.out[1]; ++oh) {
-            const int64_t ih = oh * g.stride[1] - g.pad_begin[1] + kh * g.dilation[1];
-            if (ih < 0 || ih >= g.in[1]) continue;
-            const float* row = x + (id * g.in[1] + ih) * g.in[2] + shift;
-            float* yr = y + (od * g.out[1] + oh) * g.out[2];
-            if (g.stride[2] == 1) {
-              for (int64_t ow = ow_lo; ow < ow_hi; ++ow) yr[ow] += wk * row[ow];
-            } else {
-              for (int64_t ow = ow_lo; ow < ow_hi; ++ow) yr[ow] += wk * row[ow * g.stride[2]];
-            }
-          }
-        }
-      }
-}
-
-// The same loops compiled for the baseline x86-64 and for AVX2+FMA; the kernel picks one at
-// prepare from vector_math.h's run-time path (TF_POPEF_SIMD), so one build runs anywhere.
-void DepthwiseChannelPortable(const SpatialGeometry& g, const float* x, const float* w, float* y) {
-  DepthwiseChannelBody(g, x, w, y);
-}
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx2,fma"))) void DepthwiseChannelAvx2(const SpatialGeometry& g, const float* x,
-                                                              const float* w, float* y) {
-  DepthwiseChannelBody(g, x, w, y);
-}
-#else
-void DepthwiseChannelAvx2(const SpatialGeometry& g, const float* x, const float* w, float* y) {
-  DepthwiseChannelBody(g, x, w, y);
-}
-#endif
 
 class ConvKernel final : public Kernel {
  public:
@@ -251,7 +197,7 @@ std::unique_ptr<Kernel> CreateFloat32Conv(const KernelSpec& spec, bool fused) {
                            g.pad_begin == std::array<int64_t, 3>{0, 0, 0} && g.in == g.out;
   if (unit_window) p.path = ConvPath::kPointwise;
   else if (p.group == p.c && p.m == p.c) p.path = ConvPath::kDepthwise;
-  if (vmath::ActivePath() == vmath::SimdPath::kAvx2) p.depthwise = DepthwiseChannelAvx2;
+  p.depthwise = SelectDepthwiseChannel();
   CheckBlasDim(spec, "the im2col size", p.cg() * g.kernel_size() * g.out_size());
   return std::make_unique<ConvKernel>(p);
 }
