@@ -52,16 +52,18 @@ def main(argv=None) -> int:
             print(f"{name}: TensorFlow batch {max(args.batch)}: {exported.tf_seconds_per_batch * 1e3:.1f} ms")
             for batch in args.batch:
                 for precision in args.precision:
-                    emulator, onnxruntime, seconds = run(exported, batch, precision)
+                    runs = run(exported, batch, precision)
                     try:
-                        report = check(exported, batch, precision, emulator, onnxruntime)
+                        report = check(exported, batch, precision, runs)
                         status = "ok"
                     except AssertionError as e:
                         report, status = {}, f"FAILED: {e}"
                         failures += 1
                     errors = "; ".join(f"{out}: max_rel {r['max_rel']:.2e} l2_rel {r['l2_rel']:.2e} "
-                                       f"(onnxruntime {r['ort_l2_rel']:.2e})" for out, r in report.items())
-                    print(f"  batch {batch} {precision}: emulator {seconds * 1e3:.1f} ms/run  {errors}  {status}")
+                                       f"(onnxruntime {r['ort_l2_rel']:.2e}"
+                                       + (f", fp16 weight floor {r['floor_l2_rel']:.2e}" if "floor_l2_rel" in r else "")
+                                       + ")" for out, r in report.items())
+                    print(f"  batch {batch} {precision}: emulator {runs.seconds * 1e3:.1f} ms/run  {errors}  {status}")
     return 1 if failures else 0
 
 

@@ -51,5 +51,4 @@ def exported(tmp_path_factory):
 @pytest.mark.parametrize("name", ["mobilenet_v2", "resnet50", "bert_encoder"])
 def test_architecture_matches_tensorflow(exported, name, batch, precision):
     model = exported(name)
-    emulator, onnxruntime, _ = run(model, batch, precision)
-    check(model, batch, precision, emulator, onnxruntime)
+    check(model, batch, precision, run(model, batch, precision))
