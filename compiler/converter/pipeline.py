@@ -13,6 +13,8 @@ DEFAULT_PIPELINE: List[str] = [
     "unroll_control_flow",           # Scan; Loop/If decided at compile time (tf2onnx's RNNs); refolds
     "decompose_einsum",              # Einsum -> Transpose/Reshape/MatMul (needs the static shapes)
     "fold_batchnorm",                # BN into Conv/Gemm/MatMul weights, in fp32 (before float_to_half)
+    "fold_conv_affine",              # per-channel Mul/Add/Sub/Div by constants into those weights, in fp32
+    "fold_pad_into_conv",            # zero Pad of the spatial axes into Conv / AveragePool pads
     "float_to_half",                 # --precision fp16; after folding so constants fold in fp32
     "eliminate_identity",
     "eliminate_nop_cast",
@@ -30,7 +32,12 @@ DEFAULT_PIPELINE: List[str] = [
 # they write the emulator's internal ops (domain ai.tfpopef), so the converter's own output
 # stays standard ONNX that onnxruntime and onnx.reference can run and check.
 KERNEL_FUSION_PIPELINE: List[str] = [
+    "fold_scale_into_matmul",        # attention's scores·(1/√d) Mul -> the query projection's weights
+    "merge_transposes_across_unit_reshape",  # Transpose -> Reshape(size-1 axes) -> Transpose: one Transpose
+    "fuse_layernorm",                # decomposed mean/variance/rsqrt/affine chain -> LayerNormalization
+    "hoist_matmul_reshape",          # MatMul -> Reshape(keeps N) -> epilogue: the Reshape moves to the input
     "fuse_epilogue",                 # Conv/Gemm/MatMul + bias + sum + activation -> FusedConv/FusedGemm/FusedMatMul
+    "fuse_elementwise_chain",        # what elementwise chains remain -> FusedElementwise (one loop)
 ]
 
 _MAX_REPEATS = 10

@@ -8,6 +8,11 @@ lowered to the runtime kernels of the same name (docs/popef.md, "Internal ops"):
 Y = activation(op(...) + Sum), `activation` one of ACTIVATIONS with `activation_params`; the
 optional inputs are present as named inputs or "" (ONNX's convention for a missing optional).
 
+  FusedElementwise(X0, X1, ...)  attribute `program`: a chain of elementwise ops run as one loop
+                                 (text form: fuse_elementwise_chain.py, the runtime's
+                                 elementwise_program.h); X0 has the output's shape and type, the
+                                 others that shape, [N] (the last dim) or one element.
+
 The ops are registered with ONNX's schema registry (importing this module does it once per
 process) with a type-and-shape inference function that runs the base op's own inference, so
 onnx.checker and shape inference handle a fused model like any other."""
@@ -85,11 +90,33 @@ def _make_schema(name: str, base_op: str, base_inputs: int) -> defs.OpSchema:
     return schema
 
 
+def _elementwise_schema() -> defs.OpSchema:
+    fp = defs.OpSchema.FormalParameter
+    schema = defs.OpSchema(
+        "FusedElementwise", DOMAIN, VERSION, "a chain of elementwise ops in one loop (tf-popef internal op)",
+        inputs=[fp("X", "T", "X0 has the output's shape; the others that shape, [N] or one element",
+                   param_option=defs.OpSchema.FormalParameterOption.Variadic, is_homogeneous=True, min_arity=1)],
+        outputs=[fp("Y", "T", "")],
+        type_constraints=[("T", ["tensor(float)", "tensor(float16)"], "float types")],
+        attributes=[defs.OpSchema.Attribute("program", defs.OpSchema.AttrType.STRING, "the instructions",
+                                            required=True)])
+
+    def infer(ctx) -> None:
+        t = ctx.get_input_type(0)
+        if t is not None:
+            ctx.set_output_type(0, t)
+
+    schema.set_type_and_shape_inference_function(infer)
+    return schema
+
+
 def _register_all() -> None:
     for name, (base_op, base_inputs) in FUSED_OPS.items():
         if defs.has(name, VERSION, DOMAIN):
             continue
         defs.register_schema(_make_schema(name, base_op, base_inputs))
+    if not defs.has("FusedElementwise", VERSION, DOMAIN):
+        defs.register_schema(_elementwise_schema())
 
 
 def ensure_domain_imported(model: onnx.ModelProto) -> None:

@@ -8,3 +8,8 @@ from compiler.converter.passes import (  # noqa: F401
 from compiler.converter.passes import unroll_control_flow  # noqa: F401,E402
 from compiler.converter.passes import decompose_einsum  # noqa: F401,E402
 from compiler.converter.passes import fold_batchnorm, fuse_epilogue  # noqa: F401,E402  (issue 5)
+from compiler.converter.passes import (  # noqa: F401,E402  (issue 5: transformer fusions)
+    fold_scale_into_matmul, fuse_elementwise_chain, fuse_layernorm, hoist_matmul_reshape,
+    merge_transposes_across_unit_reshape,
+)
+from compiler.converter.passes import fold_conv_affine, fold_pad_into_conv  # noqa: F401,E402  (issue 5)

@@ -33,7 +33,7 @@ from compiler.onnx_graph.tensor_types import infer_types
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 _FUSED = {"Conv": "FusedConv", "Gemm": "FusedGemm", "MatMul": "FusedMatMul"}
 # Elementwise ops a recognized activation chain may contain (their other operands are scalar constants).
-_CHAIN_OPS = ("Add", "Sub", "Mul", "Div", "Pow", "Erf", "Tanh", "Sigmoid", "Sqrt")
+_CHAIN_OPS = ("Add", "Sub", "Mul", "Div", "Pow", "Erf", "Tanh", "Sigmoid", "Sqrt", "Neg", "Reciprocal")
 _MAX_CHAIN = 10
 _SAMPLES = np.linspace(-7.0, 7.0, 141)
 
@@ -301,6 +301,8 @@ def _sigmoid(v):
 _ELEMENTWISE = {
     "Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide, "Pow": np.power,
     "Erf": _erf, "Tanh": np.tanh, "Sigmoid": _sigmoid, "Sqrt": np.sqrt,
+    # Keras' exact Gelu exports as x·0.5·erfc(−x/√2) with erfc(z) = 1 − erf(z): Neg(x) first.
+    "Neg": np.negative, "Reciprocal": np.reciprocal,
 }
 
 # Activations a chain may compute: (name, activation_params, reference function).

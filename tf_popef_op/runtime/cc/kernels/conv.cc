@@ -5,19 +5,23 @@
 // (epilogue.h) to each output block right after it is computed. Inputs X, W, then B when
 // attr has_bias = 1, then Sum when has_sum = 1.
 // Three paths chosen at prepare:
-// - pointwise (1x1 window, stride 1, no pad): Y_g = W_g · X_g is one SGEMM per image and group;
-// - depthwise (group == C == M): a direct loop per channel (an im2col would be k× the data for
+// - pointwise (1x1 window, stride 1, no pad): Y_g = W_g · X_g as SGEMMs (conv_gemm.h);
+// - depthwise (group == C == M): direct loops per channel (an im2col would be k× the data for
 //   a matrix-vector product), the channels of all images spread over the intra-op pool;
-// - otherwise im2col into scratch ([C/group·k, out] per group, channels unrolled in parallel)
-//   then one SGEMM per group.
-// The GEMM paths run the epilogue on each SGEMM block of C on the thread that computed it
-// (blas_gemm.h's block_done); the depthwise path on each channel after its window sum.
+//   3x3 / 5x5 at stride 1 or 2 on the AVX2 path take the register-blocked kernel, the rest
+//   the generic per-tap one (depthwise_conv.h);
+// - otherwise im2col + SGEMM in blocks of output columns, each block's im2col panel built
+//   right before its SGEMM on the same thread (conv_gemm.h).
+// The GEMM paths run the epilogue on each SGEMM block of Y on the thread that computed it;
+// the depthwise path on each channel after its window sum (the direct kernel: bias and
+// Relu/Clip in registers before the store, the rest per strip of output rows).
 #include <algorithm>
 #include <cstring>
 #include <memory>
 #include <vector>
 
 #include "tf_popef_op/runtime/cc/kernels/blas_gemm.h"
+#include "tf_popef_op/runtime/cc/kernels/conv_gemm.h"
 #include "tf_popef_op/runtime/cc/kernels/depthwise_conv.h"
 #include "tf_popef_op/runtime/cc/kernels/epilogue.h"
 #include "tf_popef_op/runtime/cc/kernels/fp16_adapter.h"
@@ -36,56 +40,22 @@ struct ConvParams {
   Epilogue epilogue;
   ConvPath path = ConvPath::kIm2col;
   DepthwiseFn depthwise = nullptr;
+  ConvGemmPlan gemm;  // the pointwise and im2col paths (conv_gemm.h)
+  DepthwiseDirectPlan depthwise_direct;  // usable: the registers-blocked 3x3/5x5 kernel
   int64_t cg() const { return c / group; }
   int64_t mg() const { return m / group; }
 };
-
-// Unrolls channels [c0, c1) of one image x into col [channels·k, out] (zero padding); the
-// rows of channel c start at col + c·k·out, so disjoint channel ranges can run in parallel.
-// Per window column kw the output columns whose input column is inside the image form one
-// range [ow_lo, ow_hi), computed once, so each row is zeros + a copy (a memcpy for stride 1,
-// a strided gather otherwise) + zeros with no per-element bounds checks.
-void Im2Col(const SpatialGeometry& g, const float* x, int64_t c0, int64_t c1, float* col) {
-  const int64_t in_size = g.in_size(), ow_n = g.out[2], sw = g.stride[2];
-  col += c0 * g.kernel_size() * g.out_size();
-  for (int64_t c = c0; c < c1; ++c) {
-    const float* xc = x + c * in_size;
-    for (int64_t kd = 0; kd < g.kernel[0]; ++kd)
-      for (int64_t kh = 0; kh < g.kernel[1]; ++kh)
-        for (int64_t kw = 0; kw < g.kernel[2]; ++kw) {
-          const int64_t shift = kw * g.dilation[2] - g.pad_begin[2];  // iw = ow·stride + shift
-          const int64_t ow_lo = std::min(ow_n, shift >= 0 ? int64_t{0} : (-shift + sw - 1) / sw);
-          const int64_t ow_hi =
-              std::max(ow_lo, std::min(ow_n, g.in[2] - shift <= 0 ? int64_t{0} : (g.in[2] - shift + sw - 1) / sw));
-          for (int64_t od = 0; od < g.out[0]; ++od) {
-            const int64_t id = od * g.stride[0] - g.pad_begin[0] + kd * g.dilation[0];
-            for (int64_t oh = 0; oh < g.out[1]; ++oh, col += ow_n) {
-              const int64_t ih = oh * g.stride[1] - g.pad_begin[1] + kh * g.dilation[1];
-              if (id < 0 || id >= g.in[0] || ih < 0 || ih >= g.in[1]) {
-                std::fill(col, col + ow_n, 0.0f);
-                continue;
-              }
-              const float* row = xc + (id * g.in[1] + ih) * g.in[2] + shift;
-              std::fill(col, col + ow_lo, 0.0f);
-              if (sw == 1) {
-                std::memcpy(col + ow_lo, row + ow_lo, static_cast<size_t>(ow_hi - ow_lo) * sizeof(float));
-              } else {
-                for (int64_t ow = ow_lo; ow < ow_hi; ++ow) col[ow] = row[ow * sw];
-              }
-              std::fill(col + ow_hi, col + ow_n, 0.0f);
-            }
-          }
-        }
-  }
-}
 
 class ConvKernel final : public Kernel {
  public:
   explicit ConvKernel(const ConvParams& p) : p_(p) {}
 
   size_t scratch_bytes() const override {
-    if (p_.path != ConvPath::kIm2col) return 0;
-    return static_cast<size_t>(p_.cg() * p_.g.kernel_size() * p_.g.out_size()) * sizeof(float);
+    if (p_.path == ConvPath::kDepthwise && p_.depthwise_direct.usable)  // one strip buffer per pool thread
+      return static_cast<size_t>(ThreadPool::Global().num_threads()) * p_.depthwise_direct.scratch_floats() *
+             sizeof(float);
+    if (p_.path == ConvPath::kDepthwise) return 0;
+    return p_.gemm.scratch_bytes();
   }
 
   void Run(const KernelContext& ctx) const override {
@@ -96,7 +66,6 @@ class ConvKernel final : public Kernel {
     float* y = static_cast<float*>(ctx.outputs[0]);
     const SpatialGeometry& g = p_.g;
     const int64_t in_size = g.in_size(), out_size = g.out_size(), k = g.kernel_size();
-    const int64_t cg = p_.cg(), mg = p_.mg(), depth = cg * k;
     if (out_size == 0 || p_.n == 0 || p_.m == 0) return;
     const bool epilogue = bias != nullptr || sum != nullptr || !p_.epilogue.is_identity();
     // Output channel `m` of image `n`, columns [c0, c1): bias, sum and activation.
@@ -108,6 +77,18 @@ class ConvKernel final : public Kernel {
     if (p_.path == ConvPath::kDepthwise) {
       // Every (image, channel) pair is independent: one work item each.
       const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(1, out_size * k));
+      if (p_.depthwise_direct.usable) {
+        // The direct kernel does a multiply-add in ~0.05-0.2 ns, so a chunk needs ~2^17 of them
+        // to carry the 10-20 µs that pay for handing it to a worker (thread_pool.h).
+        const int64_t direct_grain = ItemsPerChunk(out_size * k, int64_t{1} << 17);
+        float* scratch = static_cast<float*>(ctx.scratch);
+        const size_t per_thread = p_.depthwise_direct.scratch_floats();
+        ParallelForChunks(p_.n * p_.c, direct_grain, [&](int64_t chunk, int64_t i0, int64_t i1) {
+          RunDepthwiseDirect(p_.depthwise_direct, g, x, w, p_.c, i0, i1, bias, p_.epilogue, sum, y,
+                             scratch + static_cast<size_t>(chunk) * per_thread);
+        });
+        return;
+      }
       ParallelFor(p_.n * p_.c, grain, [&](int64_t i0, int64_t i1) {
         for (int64_t i = i0; i < i1; ++i) {
           const int64_t c = i % p_.c;
@@ -117,31 +98,11 @@ class ConvKernel final : public Kernel {
       });
       return;
     }
-    for (int64_t n = 0; n < p_.n; ++n) {
-      const float* xn = x + n * p_.c * in_size;
-      float* yn = y + n * p_.m * out_size;
-      for (int64_t grp = 0; grp < p_.group; ++grp) {
-        float* yg = yn + grp * mg * out_size;
-        if (depth == 0) {
-          std::fill(yg, yg + mg * out_size, 0.0f);
-          if (epilogue)
-            for (int64_t m = 0; m < mg; ++m) finish(n, grp * mg + m, 0, out_size);
-          continue;
-        }
-        const float* col = xn + grp * cg * in_size;
-        if (p_.path == ConvPath::kIm2col) {
-          float* scratch = static_cast<float*>(ctx.scratch);
-          const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(1, k * out_size));
-          ParallelFor(cg, grain, [&](int64_t c0, int64_t c1) { Im2Col(g, col, c0, c1, scratch); });
-          col = scratch;
-        }
-        const GemmBlockFn block_done = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-          for (int64_t r = r0; r < r1; ++r) finish(n, grp * mg + r, c0, c1);
-        };
-        Sgemm(false, false, mg, out_size, depth, 1.0f, w + grp * mg * depth, depth, col, out_size, 0.0f, yg,
-              out_size, epilogue ? &block_done : nullptr);
-      }
-    }
+    ConvEpilogue gemm_epilogue;
+    gemm_epilogue.epilogue = &p_.epilogue;
+    gemm_epilogue.bias = bias;
+    gemm_epilogue.sum = sum;
+    RunConvGemm(p_.gemm, x, w, y, static_cast<float*>(ctx.scratch), gemm_epilogue);
   }
 
  private:
@@ -198,7 +159,12 @@ std::unique_ptr<Kernel> CreateFloat32Conv(const KernelSpec& spec, bool fused) {
   if (unit_window) p.path = ConvPath::kPointwise;
   else if (p.group == p.c && p.m == p.c) p.path = ConvPath::kDepthwise;
   p.depthwise = SelectDepthwiseChannel();
-  CheckBlasDim(spec, "the im2col size", p.cg() * g.kernel_size() * g.out_size());
+  if (p.path == ConvPath::kDepthwise) p.depthwise_direct = PlanDepthwiseDirect(g);
+  if (p.path != ConvPath::kDepthwise) {
+    CheckBlasDim(spec, "the GEMM depth C/group·kernel", p.cg() * g.kernel_size());
+    CheckBlasDim(spec, "the output size", g.out_size());
+    p.gemm = PlanConvGemm(g, p.n, p.c, p.m, p.group, p.path == ConvPath::kPointwise);
+  }
   return std::make_unique<ConvKernel>(p);
 }
 
