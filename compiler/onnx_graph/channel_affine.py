@@ -22,7 +22,8 @@ import onnx
 from onnx import helper, numpy_helper
 
 from compiler.onnx_graph.constants import Constants
-from compiler.onnx_graph.graph_edit import opset_version, remove_nodes, remove_value_info, set_float_attribute
+from compiler.onnx_graph.graph_edit import (fresh_name, names_in_use, opset_version, remove_nodes, remove_value_info,
+                                            set_float_attribute)
 from compiler.onnx_graph.tensor_types import infer_types
 
 # Producers whose output channels can absorb a per-channel scale and shift.
@@ -42,7 +43,7 @@ class ChannelAffineFolder:
         self.model, self.graph, self.model_name, self.suffix = model, model.graph, model_name, suffix
         self.constants = Constants(self.graph, opset_version(model), model_name)
         self.ranks: Optional[Dict[str, int]] = None  # computed on first need
-        self.taken = {t.name for t in self.graph.initializer} | {o for n in self.graph.node for o in n.output}
+        self.taken = names_in_use(self.graph)
 
     def fold(self, owner: onnx.NodeProto, s: np.ndarray, t: np.ndarray, result: str,
              folded: Sequence[onnx.NodeProto]) -> bool:
@@ -131,10 +132,10 @@ class ChannelAffineFolder:
                       result, folded)
         if np.any(t):
             # The shift becomes an Add after the MatMul, writing the result.
-            product = self._fresh(f"{result}_scaled")
+            product = fresh_name(f"{result}_scaled", self.taken)
             shift = self._add_initializer(f"{result}_shift", t.astype(b.dtype))
             add = helper.make_node("Add", [product, shift], [result],
-                                   name=self._fresh(f"{matmul.name or result}_shift"))
+                                   name=fresh_name(f"{matmul.name or result}_shift", self.taken))
             matmul.output[0] = product
             self.graph.node.insert(list(self.graph.node).index(matmul) + 1, add)
         return True
@@ -153,15 +154,8 @@ class ChannelAffineFolder:
         owner.output[0] = result
         remove_nodes(self.graph, folded)
 
-    def _fresh(self, name: str) -> str:
-        candidate, i = name, 1
-        while candidate in self.taken:
-            candidate, i = f"{name}_{i}", i + 1
-        self.taken.add(candidate)
-        return candidate
-
     def _add_initializer(self, name: str, value: np.ndarray) -> str:
-        name = self._fresh(name)
+        name = fresh_name(name, self.taken)
         self.graph.initializer.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
         self.constants.add(name, value)
         return name

@@ -117,3 +117,18 @@ def set_float_attribute(node: onnx.NodeProto, name: str, value: float) -> None:
             attr.f = value
             return
     node.attribute.append(onnx.helper.make_attribute(name, value))
+
+
+def names_in_use(graph: onnx.GraphProto) -> Set[str]:
+    """Initializer, graph input and node output names: what a new tensor must not be called."""
+    return ({t.name for t in graph.initializer} | {i.name for i in graph.input}
+            | {o for n in graph.node for o in n.output})
+
+
+def fresh_name(name: str, taken: Set[str]) -> str:
+    """`name`, or `name_1`, `name_2`... whichever is not in `taken`; the result joins `taken`."""
+    candidate, i = name, 1
+    while candidate in taken:
+        candidate, i = f"{name}_{i}", i + 1
+    taken.add(candidate)
+    return candidate

@@ -29,3 +29,18 @@ def compile_and_run(model: onnx.ModelProto, inputs: dict, precision: str = "fp32
     for desc in runner.get_execute_inputs():
         feed[desc.name] = inputs[desc.name].astype(desc.numpy_data_type())
     return runner.execute(feed)
+
+
+def conv_attributes_and_output(x_shape, window, out_channels: int, attrs: dict):
+    """Conv attributes with explicit pads/strides/dilations (defaults filled in) and the output
+    shape [N, out_channels, spatial...] they give for input `x_shape` and kernel `window`."""
+    spatial = len(window)
+    attrs = dict(attrs)
+    attrs.setdefault("pads", [0] * 2 * spatial)
+    attrs.setdefault("strides", [1] * spatial)
+    attrs.setdefault("dilations", [1] * spatial)
+    out = [x_shape[0], out_channels]
+    for d in range(spatial):
+        span = attrs["dilations"][d] * (window[d] - 1) + 1
+        out.append((x_shape[2 + d] + attrs["pads"][d] + attrs["pads"][spatial + d] - span) // attrs["strides"][d] + 1)
+    return attrs, out

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from e2e_helpers import run_onnxruntime
+from e2e_helpers import conv_attributes_and_output, run_onnxruntime
 
 from compiler import Compiler
 from compiler.options import CompilerOptions
@@ -56,15 +56,7 @@ def conv_model(x_shape, w_shape, attrs, epilogue, seed=0):
     if epilogue:
         inits.append(numpy_helper.from_array(rng.standard_normal(m).astype(np.float32), "B"))
         conv_inputs.append("B")
-    spatial = len(x_shape) - 2
-    attrs = dict(attrs)
-    attrs.setdefault("pads", [0] * 2 * spatial)
-    attrs.setdefault("strides", [1] * spatial)
-    attrs.setdefault("dilations", [1] * spatial)
-    out = [x_shape[0], m]
-    for d in range(spatial):
-        span = attrs["dilations"][d] * (w_shape[2 + d] - 1) + 1
-        out.append((x_shape[2 + d] + attrs["pads"][d] + attrs["pads"][spatial + d] - span) // attrs["strides"][d] + 1)
+    attrs, out = conv_attributes_and_output(x_shape, w_shape[2:], m, attrs)
     nodes = [helper.make_node("Conv", conv_inputs, ["C" if epilogue else "Y"], kernel_shape=list(w_shape[2:]),
                               **attrs)]
     inputs = [helper.make_tensor_value_info("X", F, list(x_shape))]

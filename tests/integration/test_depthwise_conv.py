@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from e2e_helpers import run_onnxruntime
+from e2e_helpers import conv_attributes_and_output, run_onnxruntime
 
 from compiler import Compiler
 from compiler.options import CompilerOptions
@@ -58,15 +58,7 @@ def depthwise_model(x_shape, window, attrs, epilogue, seed=0):
     if epilogue != "plain":
         inits.append(numpy_helper.from_array(rng.standard_normal(c).astype(np.float32), "B"))
         conv_inputs.append("B")
-    spatial = len(window)
-    attrs = dict(attrs)
-    attrs.setdefault("pads", [0] * 2 * spatial)
-    attrs.setdefault("strides", [1] * spatial)
-    attrs.setdefault("dilations", [1] * spatial)
-    out = [x_shape[0], c]
-    for d in range(spatial):
-        span = attrs["dilations"][d] * (window[d] - 1) + 1
-        out.append((x_shape[2 + d] + attrs["pads"][d] + attrs["pads"][spatial + d] - span) // attrs["strides"][d] + 1)
+    attrs, out = conv_attributes_and_output(x_shape, window, c, attrs)
     conv_out = "Y" if epilogue == "plain" else "C"
     nodes = [helper.make_node("Conv", conv_inputs, [conv_out], kernel_shape=list(window), group=c, **attrs)]
     inputs = [helper.make_tensor_value_info("X", F, list(x_shape))]

@@ -20,7 +20,7 @@ from onnx import numpy_helper
 
 from compiler.converter.pass_registry import register
 from compiler.onnx_graph.constants import Constants
-from compiler.onnx_graph.graph_edit import bypass_node, consumers, opset_version, producers
+from compiler.onnx_graph.graph_edit import bypass_node, consumers, fresh_name, names_in_use, opset_version, producers
 
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 _VIEWS = ("Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Transpose")
@@ -35,7 +35,7 @@ def fold_scale_into_matmul(model, ctx):
         return model
     constants = Constants(graph, opset_version(model), ctx.model_name)
     outputs = {o.name for o in graph.output}
-    taken = {t.name for t in graph.initializer} | {o for n in graph.node for o in n.output}
+    taken = names_in_use(graph)
     made_by = readers = None  # built when first needed, rebuilt after each edit
     for node in [n for n in graph.node if n.op_type in ("Mul", "Div") and n.domain in _DEFAULT_DOMAINS]:
         found = _scale_of(node, constants)
@@ -51,7 +51,7 @@ def fold_scale_into_matmul(model, ctx):
         for target, index in path:
             value = constants.value(target.input[index])
             scaled = (value.astype(np.float64) * scale).astype(value.dtype)
-            name = _fresh(f"{target.input[index]}_scaled", taken)
+            name = fresh_name(f"{target.input[index]}_scaled", taken)
             graph.initializer.append(numpy_helper.from_array(scaled, name))
             constants.add(name, scaled)
             target.input[index] = name
@@ -113,10 +113,3 @@ def _trace(tensor: str, made_by, readers, constants, outputs, depth) -> Optional
                 return None if path is None else path + [(node, i)]
     return None
 
-
-def _fresh(name: str, taken) -> str:
-    candidate, i = name, 1
-    while candidate in taken:
-        candidate, i = f"{name}_{i}", i + 1
-    taken.add(candidate)
-    return candidate

@@ -25,8 +25,8 @@ from onnx import helper, numpy_helper
 
 from compiler.converter.pass_registry import register
 from compiler.onnx_graph.constants import Constants
-from compiler.onnx_graph.graph_edit import (consumers, opset_version, remove_nodes, remove_value_info,
-                                            set_float_attribute)
+from compiler.onnx_graph.graph_edit import (consumers, fresh_name, names_in_use, opset_version, remove_nodes,
+                                            remove_value_info, set_float_attribute)
 from compiler.onnx_graph.internal_ops import ensure_domain_imported, fused_node
 from compiler.onnx_graph.tensor_types import infer_types
 
@@ -56,7 +56,7 @@ class _Fuser:
         self.constants = Constants(self.graph, self.opset, ctx.model_name)
         self.types = infer_types(model, model_name=ctx.model_name).types
         self.outputs = {o.name for o in self.graph.output}
-        self.taken = {t.name for t in self.graph.initializer} | {o for n in self.graph.node for o in n.output}
+        self.taken = names_in_use(self.graph)
 
     def run(self) -> bool:
         changed = False
@@ -271,10 +271,7 @@ class _Fuser:
 
     # --- edits --------------------------------------------------------------------------------
     def _add_initializer(self, name: str, value: np.ndarray) -> str:
-        candidate, i = name, 1
-        while candidate in self.taken:
-            candidate, i = f"{name}_{i}", i + 1
-        self.taken.add(candidate)
+        candidate = fresh_name(name, self.taken)
         self.graph.initializer.append(numpy_helper.from_array(np.ascontiguousarray(value), candidate))
         self.constants.add(candidate, value)
         return candidate

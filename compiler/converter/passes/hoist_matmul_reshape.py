@@ -19,7 +19,8 @@ from onnx import helper, numpy_helper
 
 from compiler.converter.pass_registry import register
 from compiler.onnx_graph.constants import Constants
-from compiler.onnx_graph.graph_edit import consumers, opset_version, producers, remove_nodes, remove_value_info
+from compiler.onnx_graph.graph_edit import (consumers, fresh_name, names_in_use, opset_version,
+                                            producers, remove_nodes, remove_value_info)
 from compiler.onnx_graph.tensor_types import infer_types
 
 _DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -34,7 +35,7 @@ def hoist_matmul_reshape(model, ctx):
     constants = Constants(graph, opset_version(model), ctx.model_name)
     types = infer_types(model, model_name=ctx.model_name).types
     outputs = {o.name for o in graph.output}
-    taken = {t.name for t in graph.initializer} | {o for n in graph.node for o in n.output}
+    taken = names_in_use(graph)
     readers = None  # built when first needed, rebuilt after each rewrite
     for matmul in [n for n in graph.node if n.op_type == "MatMul" and n.domain in _DEFAULT_DOMAINS]:
         if readers is None:
@@ -49,10 +50,10 @@ def hoist_matmul_reshape(model, ctx):
         bypassed = source is not None  # the MatMul skips the Reshape that made `a`
         new_nodes = []
         if source is None:
-            shape_name = _fresh(f"{a}_rows_shape", taken)
+            shape_name = fresh_name(f"{a}_rows_shape", taken)
             graph.initializer.append(numpy_helper.from_array(np.asarray(target, np.int64), shape_name))
             constants.add(shape_name, np.asarray(target, np.int64))
-            source = _fresh(f"{a}_rows", taken)
+            source = fresh_name(f"{a}_rows", taken)
             new_nodes.append(helper.make_node("Reshape", [a, shape_name], [source],
                                               name=f"{matmul.name or source}_input_reshape"))
         new_nodes.append(helper.make_node("MatMul", [source, w], [reshape.output[0]], name=matmul.name))
@@ -96,10 +97,3 @@ def _reshape_source(a: str, made_by, types, target) -> Optional[str]:
     t = types.get(node.input[0])
     return node.input[0] if t is not None and t.is_static and list(t.shape) == list(target) else None
 
-
-def _fresh(name: str, taken) -> str:
-    candidate, i = name, 1
-    while candidate in taken:
-        candidate, i = f"{name}_{i}", i + 1
-    taken.add(candidate)
-    return candidate

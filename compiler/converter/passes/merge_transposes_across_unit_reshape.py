@@ -17,7 +17,8 @@ import numpy as np
 from onnx import helper, numpy_helper
 
 from compiler.converter.pass_registry import register
-from compiler.onnx_graph.graph_edit import consumers, producers, remove_nodes, remove_value_info
+from compiler.onnx_graph.graph_edit import (consumers, fresh_name, names_in_use, producers,
+                                            remove_nodes, remove_value_info)
 from compiler.onnx_graph.tensor_types import infer_types
 
 _DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -32,7 +33,7 @@ def merge_transposes_across_unit_reshape(model, ctx):
         return model
     types = infer_types(model, model_name=ctx.model_name).types
     outputs = {o.name for o in graph.output}
-    taken = {t.name for t in graph.initializer} | {o for n in graph.node for o in n.output}
+    taken = names_in_use(graph)
     made_by = readers = None
     for last in [n for n in graph.node if n.op_type == "Transpose" and n.domain in _DEFAULT_DOMAINS]:
         if made_by is None:
@@ -54,8 +55,8 @@ def merge_transposes_across_unit_reshape(model, ctx):
         if perm == sorted(perm):
             nodes.append(_reshape(graph, taken, x, s3, y, last.name))
         else:
-            flat = _fresh(f"{x}_nonunit", taken)
-            moved = _fresh(f"{y}_moved", taken)
+            flat = fresh_name(f"{x}_nonunit", taken)
+            moved = fresh_name(f"{y}_moved", taken)
             nodes.append(_reshape(graph, taken, x, squeezed, flat, f"{last.name}_view_in"))
             nodes.append(helper.make_node("Transpose", [flat], [moved], name=last.name or y, perm=perm))
             nodes.append(_reshape(graph, taken, moved, s3, y, f"{last.name}_view_out"))
@@ -107,14 +108,7 @@ def _merged_perm(s0, s1, s2, s3, p1, p2) -> Optional[List[int]]:
 
 
 def _reshape(graph, taken, src: str, shape, dst: str, name: str):
-    shape_name = _fresh(f"{dst}_shape", taken)
+    shape_name = fresh_name(f"{dst}_shape", taken)
     graph.initializer.append(numpy_helper.from_array(np.asarray(shape, np.int64), shape_name))
     return helper.make_node("Reshape", [src, shape_name], [dst], name=name)
 
-
-def _fresh(name: str, taken) -> str:
-    candidate, i = name, 1
-    while candidate in taken:
-        candidate, i = f"{name}_{i}", i + 1
-    taken.add(candidate)
-    return candidate
