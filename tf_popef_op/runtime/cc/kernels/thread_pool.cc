@@ -9,7 +9,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
-#include <deque>
 #include <exception>
 #include <mutex>
 #include <string>
@@ -36,7 +35,7 @@ struct Job {
   int64_t n = 0;
   int64_t chunks = 0;
   std::atomic<int64_t> next{0};
-  std::atomic<int64_t> done{0};
+  std::atomic<int> users{0};  // workers inside RunChunks; the job lives on its caller's stack
   std::mutex error_mu;
   std::exception_ptr error;
 
@@ -50,7 +49,6 @@ struct Job {
         std::lock_guard<std::mutex> lock(error_mu);
         if (!error) error = std::current_exception();
       }
-      done.fetch_add(1, std::memory_order_acq_rel);
     }
   }
 };
@@ -73,17 +71,16 @@ struct ThreadPool::Impl {
   std::vector<std::thread> workers;
   std::mutex mu;
   std::condition_variable cv;
-  std::deque<std::shared_ptr<Job>> jobs;  // guarded by mu
+  std::vector<Job*> jobs;                 // guarded by mu; oldest first, capacity reserved up front
   std::atomic<int64_t> queued{0};         // jobs.size(), readable without the lock
   bool stop = false;
 
-  // The oldest job that still has chunks to hand out; drops finished ones. Requires mu.
-  std::shared_ptr<Job> NextJob() {
-    while (!jobs.empty() && jobs.front()->Exhausted()) {
-      jobs.pop_front();
-      queued.fetch_sub(1, std::memory_order_relaxed);
-    }
-    return jobs.empty() ? nullptr : jobs.front();
+  // The oldest job that still has chunks to hand out, or nullptr. Requires mu. (Exhausted jobs
+  // stay queued until their caller takes them off: it owns them.)
+  Job* NextJob() {
+    for (Job* job : jobs)
+      if (!job->Exhausted()) return job;
+    return nullptr;
   }
 
   void WorkerLoop() {
@@ -93,13 +90,15 @@ struct ThreadPool::Impl {
         if ((i & 63) == 0 && std::chrono::steady_clock::now() > spin_until) break;
         TFPOPEF_CPU_RELAX();
       }
-      std::shared_ptr<Job> job;
+      Job* job = nullptr;
       {
         std::unique_lock<std::mutex> lock(mu);
         cv.wait(lock, [&] { return stop || (job = NextJob()) != nullptr; });
         if (!job) return;  // stopping with nothing left to do
+        job->users.fetch_add(1, std::memory_order_relaxed);  // under mu: the caller cannot have left
       }
       job->RunChunks();
+      job->users.fetch_sub(1, std::memory_order_release);  // the last touch of the job
     }
   }
 };
@@ -111,6 +110,7 @@ ThreadPool& ThreadPool::Global() {
 
 ThreadPool::ThreadPool(int num_threads) : impl_(std::make_unique<Impl>()) {
   impl_->num_threads = std::max(1, num_threads);
+  impl_->jobs.reserve(256);  // concurrent jobs (callers x nesting): no allocation on the hot path
   for (int i = 1; i < impl_->num_threads; ++i) impl_->workers.emplace_back([this] { impl_->WorkerLoop(); });
 }
 
@@ -139,29 +139,29 @@ void ThreadPool::ParallelForChunks(int64_t n, int64_t grain,
     fn(0, 0, n);
     return;
   }
-  auto job = std::make_shared<Job>();
-  job->fn = &fn;
-  job->n = n;
-  job->chunks = chunks;
+  // The job lives on this stack frame (no allocation per call): workers register in `users`
+  // under the lock while it is queued, and it is taken off the queue before waiting for them.
+  Job job;
+  job.fn = &fn;
+  job.n = n;
+  job.chunks = chunks;
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
-    impl_->jobs.push_back(job);
+    impl_->jobs.push_back(&job);
     impl_->queued.fetch_add(1, std::memory_order_relaxed);
   }
   impl_->cv.notify_all();
-  job->RunChunks();  // the caller works too, so the job finishes even if no worker is free
+  job.RunChunks();  // the caller works too, so the job finishes even if no worker is free
   {
     // Every chunk is handed out: take the job off the queue so idle workers keep spinning
-    // (queued == 0) instead of waking up for it.
+    // (queued == 0) instead of waking up for it, and no new worker can join it.
     std::lock_guard<std::mutex> lock(impl_->mu);
-    auto it = std::find(impl_->jobs.begin(), impl_->jobs.end(), job);
-    if (it != impl_->jobs.end()) {
-      impl_->jobs.erase(it);
-      impl_->queued.fetch_sub(1, std::memory_order_relaxed);
-    }
+    impl_->jobs.erase(std::find(impl_->jobs.begin(), impl_->jobs.end(), &job));
+    impl_->queued.fetch_sub(1, std::memory_order_relaxed);
   }
-  while (job->done.load(std::memory_order_acquire) < chunks) std::this_thread::yield();
-  if (job->error) std::rethrow_exception(job->error);
+  // Workers that joined finish their chunks before leaving, so users == 0 means all are done.
+  while (job.users.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+  if (job.error) std::rethrow_exception(job.error);
 }
 
 void ThreadPool::ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
