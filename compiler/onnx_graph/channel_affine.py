@@ -19,11 +19,10 @@ from typing import Dict, Optional, Sequence
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import helper
 
-from compiler.onnx_graph.constants import Constants
-from compiler.onnx_graph.graph_edit import (fresh_name, names_in_use, opset_version, remove_nodes, remove_value_info,
-                                            set_float_attribute)
+from compiler.onnx_graph.graph_edit import fresh_name, remove_nodes, remove_value_info, set_float_attribute
+from compiler.onnx_graph.graph_rewrite import GraphRewrite
 from compiler.onnx_graph.tensor_types import infer_types
 
 # Producers whose output channels can absorb a per-channel scale and shift.
@@ -35,15 +34,14 @@ def channel_axis(op_type: str, out_rank: int) -> int:
     return 1 if op_type in ("Conv", "ConvTranspose") else out_rank - 1
 
 
-class ChannelAffineFolder:
+class ChannelAffineFolder(GraphRewrite):
     """Folds per-channel (s, t) into a producer of FOLDABLE_PRODUCERS; one instance per graph
     edit session (it tracks the names it has taken and the constants it has added)."""
 
     def __init__(self, model: onnx.ModelProto, model_name: str, suffix: str):
-        self.model, self.graph, self.model_name, self.suffix = model, model.graph, model_name, suffix
-        self.constants = Constants(self.graph, opset_version(model), model_name)
+        super().__init__(model, model_name)
+        self.suffix = suffix
         self.ranks: Optional[Dict[str, int]] = None  # computed on first need
-        self.taken = names_in_use(self.graph)
 
     def fold(self, owner: onnx.NodeProto, s: np.ndarray, t: np.ndarray, result: str,
              folded: Sequence[onnx.NodeProto]) -> bool:
@@ -133,7 +131,7 @@ class ChannelAffineFolder:
         if np.any(t):
             # The shift becomes an Add after the MatMul, writing the result.
             product = fresh_name(f"{result}_scaled", self.taken)
-            shift = self._add_initializer(f"{result}_shift", t.astype(b.dtype))
+            shift = self.add_initializer(f"{result}_shift", t.astype(b.dtype))
             add = helper.make_node("Add", [product, shift], [result],
                                    name=fresh_name(f"{matmul.name or result}_shift", self.taken))
             matmul.output[0] = product
@@ -146,7 +144,7 @@ class ChannelAffineFolder:
         nodes removed."""
         for index, value in sorted(new_inputs.items()):
             base = owner.input[index] if index < len(owner.input) and owner.input[index] else f"{owner.name}_bias"
-            name = self._add_initializer(f"{base}_{self.suffix}", value)
+            name = self.add_initializer(f"{base}_{self.suffix}", value)
             while len(owner.input) <= index:
                 owner.input.append("")
             owner.input[index] = name
@@ -154,11 +152,6 @@ class ChannelAffineFolder:
         owner.output[0] = result
         remove_nodes(self.graph, folded)
 
-    def _add_initializer(self, name: str, value: np.ndarray) -> str:
-        name = fresh_name(name, self.taken)
-        self.graph.initializer.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
-        self.constants.add(name, value)
-        return name
 
 
 def _is_one(scale: np.ndarray) -> bool:

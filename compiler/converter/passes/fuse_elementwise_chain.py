@@ -29,8 +29,8 @@ import onnx
 from onnx import helper, numpy_helper
 
 from compiler.converter.pass_registry import register
-from compiler.onnx_graph.constants import Constants
-from compiler.onnx_graph.graph_edit import consumers, opset_version, remove_nodes, remove_value_info
+from compiler.onnx_graph.graph_edit import consumers, remove_nodes, remove_value_info
+from compiler.onnx_graph.graph_rewrite import GraphRewrite
 from compiler.onnx_graph.internal_ops import DOMAIN, ensure_domain_imported
 from compiler.onnx_graph.tensor_types import infer_types
 
@@ -55,13 +55,11 @@ def fuse_elementwise_chain(model, ctx):
     return model
 
 
-class _ChainFuser:
+class _ChainFuser(GraphRewrite):
     def __init__(self, model: onnx.ModelProto, ctx):
-        self.model, self.graph, self.ctx = model, model.graph, ctx
-        self.opset = opset_version(model)
-        self.constants = Constants(self.graph, self.opset, ctx.model_name)
+        super().__init__(model, ctx.model_name)
+        self.ctx = ctx
         self.types = infer_types(model, model_name=ctx.model_name).types
-        self.outputs = {o.name for o in self.graph.output}
 
     def run(self) -> bool:
         nodes = list(self.graph.node)

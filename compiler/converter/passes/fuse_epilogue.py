@@ -17,16 +17,15 @@ their names; an intermediate tensor that is a graph output or has other readers 
 walk there. Runs after float_to_half: the fused kernel computes bias, sum and activation in
 float32 and rounds to float16 once."""
 import math
-from typing import Dict, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import helper
 
 from compiler.converter.pass_registry import register
-from compiler.onnx_graph.constants import Constants
-from compiler.onnx_graph.graph_edit import (consumers, fresh_name, names_in_use, opset_version, remove_nodes,
-                                            remove_value_info, set_float_attribute)
+from compiler.onnx_graph.graph_edit import consumers, remove_nodes, remove_value_info, set_float_attribute
+from compiler.onnx_graph.graph_rewrite import GraphRewrite
 from compiler.onnx_graph.internal_ops import ensure_domain_imported, fused_node
 from compiler.onnx_graph.tensor_types import infer_types
 
@@ -49,14 +48,11 @@ def fuse_epilogue(model, ctx):
     return model
 
 
-class _Fuser:
+class _Fuser(GraphRewrite):
     def __init__(self, model: onnx.ModelProto, ctx):
-        self.model, self.graph, self.ctx = model, model.graph, ctx
-        self.opset = opset_version(model)
-        self.constants = Constants(self.graph, self.opset, ctx.model_name)
+        super().__init__(model, ctx.model_name)
+        self.ctx = ctx
         self.types = infer_types(model, model_name=ctx.model_name).types
-        self.outputs = {o.name for o in self.graph.output}
-        self.taken = names_in_use(self.graph)
 
     def run(self) -> bool:
         changed = False
@@ -147,7 +143,7 @@ class _Fuser:
                 if inputs[2] not in self.constants:
                     return None
                 bias = bias + self.constants.value(inputs[2]).astype(np.float32)
-            return inputs[:2] + [self._add_initializer(f"{base.name or base.output[0]}_bias", bias.astype(value.dtype))], base
+            return inputs[:2] + [self.add_initializer(f"{base.name or base.output[0]}_bias", bias.astype(value.dtype))], base
         if base.op_type == "MatMul":
             n = out_shape[-1]
             if any(d != 1 for d in padded.shape[:-1]) or padded.shape[-1] not in (1, n):
@@ -155,7 +151,7 @@ class _Fuser:
             bias = np.broadcast_to(padded.reshape(-1).astype(np.float32), (n,))
             if inputs[2]:
                 bias = bias + self.constants.value(inputs[2]).astype(np.float32)
-            return inputs[:2] + [self._add_initializer(f"{base.name or base.output[0]}_bias", bias.astype(value.dtype))], base
+            return inputs[:2] + [self.add_initializer(f"{base.name or base.output[0]}_bias", bias.astype(value.dtype))], base
         # Gemm: Y = alpha·op(A)op(B) + beta·C, so C' = beta·C + value, beta' = 1.
         if value.ndim > 2:
             return None
@@ -175,7 +171,7 @@ class _Fuser:
         like = onnx.NodeProto()
         like.CopyFrom(base)
         set_float_attribute(like, "beta", 1.0)
-        return inputs[:2] + [self._add_initializer(f"{base.name or base.output[0]}_c", c.astype(value.dtype))], like
+        return inputs[:2] + [self.add_initializer(f"{base.name or base.output[0]}_c", c.astype(value.dtype))], like
 
     # --- activation ---------------------------------------------------------------------------
     def _activation(self, cur: str, node) -> Optional[Tuple[str, list, list]]:
@@ -270,11 +266,6 @@ class _Fuser:
         return out if np.shape(out) == _SAMPLES.shape else None
 
     # --- edits --------------------------------------------------------------------------------
-    def _add_initializer(self, name: str, value: np.ndarray) -> str:
-        candidate = fresh_name(name, self.taken)
-        self.graph.initializer.append(numpy_helper.from_array(np.ascontiguousarray(value), candidate))
-        self.constants.add(candidate, value)
-        return candidate
 
 
 def _other_operand(add, cur: str) -> Optional[str]:

@@ -26,12 +26,11 @@ from typing import Dict, List, Optional, Set
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import helper
 
 from compiler.converter.pass_registry import register
-from compiler.onnx_graph.constants import Constants
-from compiler.onnx_graph.graph_edit import (consumers, fresh_name, names_in_use, opset_version, producers, remove_nodes,
-                                            remove_value_info)
+from compiler.onnx_graph.graph_edit import consumers, opset_version, producers, remove_nodes, remove_value_info
+from compiler.onnx_graph.graph_rewrite import GraphRewrite
 from compiler.onnx_graph.tensor_types import infer_types
 
 _DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -55,14 +54,11 @@ def fuse_layernorm(model, ctx):
     return model
 
 
-class _LayerNormFuser:
+class _LayerNormFuser(GraphRewrite):
     def __init__(self, model: onnx.ModelProto, ctx):
-        self.model, self.graph, self.ctx = model, model.graph, ctx
-        self.opset = opset_version(model)
-        self.constants = Constants(self.graph, self.opset, ctx.model_name)
+        super().__init__(model, ctx.model_name)
+        self.ctx = ctx
         self.types = infer_types(model, model_name=ctx.model_name).types
-        self.outputs = {o.name for o in self.graph.output}
-        self.taken = names_in_use(self.graph)
         self.rng = np.random.default_rng(0)
 
     # --- anchor: mean and variance over the last axis --------------------------------------------
@@ -231,7 +227,7 @@ class _LayerNormFuser:
         dtype = helper.tensor_dtype_to_np_dtype(xt.elem_type)
         exit_name = region[-1].output[0]
         base = exit_name.rsplit(":", 1)[0]
-        names = [self._add_initializer(f"{base}_{what}", value.astype(dtype))
+        names = [self.add_initializer(f"{base}_{what}", value.astype(dtype))
                  for what, value in (("gamma", gamma), ("beta", beta))]
         node = helper.make_node("LayerNormalization", [x] + names, [exit_name], name=f"{base}_layernorm",
                                 axis=-1, epsilon=float(eps))
@@ -243,11 +239,6 @@ class _LayerNormFuser:
                               node.name, eps)
         return True
 
-    def _add_initializer(self, name: str, value: np.ndarray) -> str:
-        candidate = fresh_name(name, self.taken)
-        self.graph.initializer.append(numpy_helper.from_array(np.ascontiguousarray(value), candidate))
-        self.constants.add(candidate, value)
-        return candidate
 
 
 _FLOAT_TYPES = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16)
