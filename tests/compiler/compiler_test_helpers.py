@@ -84,6 +84,28 @@ def random_feeds(model: onnx.ModelProto, seed: int = 0) -> Dict[str, np.ndarray]
     return feeds
 
 
+def check_kernel_fusion_numerics(model: onnx.ModelProto, feeds: Dict[str, np.ndarray], fp16: bool = True) -> None:
+    """The emulator with kernel fusion on matches onnxruntime on the (unfused) model and itself
+    with kernel fusion off, in fp32 (1e-4 of the output scale) and, with `fp16`, in fp16 (2e-2).
+    The model's output is "Y"."""
+    from compiler import Compiler
+    from compiler.converter import Converter
+    from compiler.options import CompilerOptions
+    from tf_popef_op.runtime import ModelRunner, RuntimeConfig
+    want = ort_run(model, feeds)[0]
+    scale = max(1.0, float(np.abs(want).max()))
+    got = ModelRunner(Compiler.compile(model), RuntimeConfig()).execute(feeds)["Y"]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * scale)
+    unfused = ModelRunner(Compiler.compile(model, options=CompilerOptions(kernel_fusion=False)),
+                          RuntimeConfig()).execute(feeds)["Y"]
+    np.testing.assert_allclose(got, unfused, rtol=1e-4, atol=1e-4 * scale)
+    if fp16:
+        half = Converter(precision="fp16").convert(model)
+        got16 = ModelRunner(Compiler.compile(half), RuntimeConfig()).execute(
+            {k: v.astype(np.float16) for k, v in feeds.items()})["Y"].astype(np.float32)
+        np.testing.assert_allclose(got16, want, rtol=2e-2, atol=2e-2 * scale)
+
+
 def _python(args: Sequence[str], cwd: Optional[str], first_on_path: Optional[str] = None):
     env = dict(os.environ)
     path = [p for p in (first_on_path, REPO, env.get("PYTHONPATH")) if p]

@@ -10,8 +10,7 @@ from onnx import helper, numpy_helper
 from compiler import Compiler
 from compiler.converter import Converter
 from compiler.onnx_graph.internal_ops import DOMAIN
-from compiler.options import CompilerOptions
-from compiler_test_helpers import F32, make_model, op_types, ort_run, run_pass
+from compiler_test_helpers import F32, check_kernel_fusion_numerics, make_model, op_types, ort_run, run_pass
 from tf_popef_op.runtime import ModelRunner, RuntimeConfig
 
 
@@ -118,18 +117,7 @@ def check_fused(model, fused_op, activation="", has_bias=None, has_sum=None):
         assert (len(node.input) > 2 and node.input[2] != "") == has_bias
     if has_sum is not None:
         assert (len(node.input) > 3 and node.input[3] != "") == has_sum
-    feeds = _feeds(model)
-    want = ort_run(model, feeds)[0]
-    scale = max(1.0, float(np.abs(want).max()))
-    got = ModelRunner(Compiler.compile(model), RuntimeConfig()).execute(feeds)["Y"]
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * scale)
-    unfused = ModelRunner(Compiler.compile(model, options=CompilerOptions(kernel_fusion=False)),
-                          RuntimeConfig()).execute(feeds)["Y"]
-    np.testing.assert_allclose(got, unfused, rtol=1e-4, atol=1e-4 * scale)
-    half = Converter(precision="fp16").convert(model)
-    got16 = ModelRunner(Compiler.compile(half), RuntimeConfig()).execute(
-        {k: v.astype(np.float16) for k, v in feeds.items()})["Y"].astype(np.float32)
-    np.testing.assert_allclose(got16, want, rtol=2e-2, atol=2e-2 * scale)
+    check_kernel_fusion_numerics(model, _feeds(model))
 
 
 # --- every activation, with the bias and the residual sum --------------------------------------

@@ -12,8 +12,7 @@ from onnx import helper, numpy_helper
 from compiler import Compiler
 from compiler.converter import Converter
 from compiler.onnx_graph.internal_ops import DOMAIN
-from compiler.options import CompilerOptions
-from compiler_test_helpers import F32, make_model, op_types, ort_run, run_pass
+from compiler_test_helpers import F32, check_kernel_fusion_numerics, make_model, op_types, ort_run, run_pass
 from tf_popef_op.runtime import ModelRunner, RuntimeConfig
 
 FUSIONS = ["constant_folding", "fuse_layernorm", "hoist_matmul_reshape", "fuse_epilogue"]
@@ -74,19 +73,7 @@ def _feeds(model, seed=0):
 
 def check_numerics(model, fp16=True):
     """The emulator (fusions on) matches onnxruntime on the unfused model, and itself unfused."""
-    feeds = _feeds(model)
-    want = ort_run(model, feeds)[0]
-    scale = max(1.0, float(np.abs(want).max()))
-    got = ModelRunner(Compiler.compile(model), RuntimeConfig()).execute(feeds)["Y"]
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * scale)
-    unfused = ModelRunner(Compiler.compile(model, options=CompilerOptions(kernel_fusion=False)),
-                          RuntimeConfig()).execute(feeds)["Y"]
-    np.testing.assert_allclose(got, unfused, rtol=1e-4, atol=1e-4 * scale)
-    if fp16:
-        half = Converter(precision="fp16").convert(model)
-        got16 = ModelRunner(Compiler.compile(half), RuntimeConfig()).execute(
-            {k: v.astype(np.float16) for k, v in feeds.items()})["Y"].astype(np.float32)
-        np.testing.assert_allclose(got16, want, rtol=2e-2, atol=2e-2 * scale)
+    check_kernel_fusion_numerics(model, _feeds(model), fp16)
 
 
 def _fused_attrs(model):
