@@ -6,7 +6,6 @@
 // Run by the kernel_tests.cc binary (tests/cc/test_kernels_cc.py).
 #include <cmath>
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -14,28 +13,13 @@
 #include "tf_popef_op/runtime/cc/kernels/vector_math.h"
 #include "tests/cc/kernel_tester.h"
 #include "tests/cc/reference_ops.h"
+#include "tests/cc/simd_paths.h"
 
 namespace tfpopef {
 namespace test {
 namespace {
 
 namespace vm = kernels::vmath;
-
-// Runs body once per SIMD path this CPU has (portable always, AVX2 when present); failures
-// carry the path name.
-void ForEachSimdPath(const std::function<void(vm::SimdPath)>& body) {
-  std::vector<vm::SimdPath> paths = {vm::SimdPath::kPortable};
-  if (vm::CpuHasAvx2Fma()) paths.push_back(vm::SimdPath::kAvx2);
-  const vm::SimdPath before = vm::ActivePath();
-  for (vm::SimdPath path : paths) {
-    vm::SetPathForTesting(path);
-    const size_t failures = CurrentFailures().size();
-    body(path);
-    for (size_t i = failures; i < CurrentFailures().size(); ++i)
-      CurrentFailures()[i] = std::string("[") + vm::SimdPathName(path) + " path] " + CurrentFailures()[i];
-  }
-  vm::SetPathForTesting(before);
-}
 
 // A 2-D depthwise layer; pads are top, left, bottom, right.
 struct DwCase {
@@ -146,7 +130,7 @@ std::vector<DwCase> DirectCases() {
 
 KERNEL_TEST(Depthwise_DirectShapes_BothPaths_VsNaive) {
   uint32_t seed = 7000;
-  ForEachSimdPath([&](vm::SimdPath) {
+  ForEachSimdPath([&] {
     for (const DwCase& k : DirectCases()) RunDepthwise(k, nullptr, seed += 4);
   });
 }
@@ -163,7 +147,7 @@ KERNEL_TEST(Depthwise_Epilogues_BothPaths_VsNaive) {
       {1, 2, 10, 10, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2},   // dilated: generic path
   };
   uint32_t seed = 8000;
-  ForEachSimdPath([&](vm::SimdPath) {
+  ForEachSimdPath([&] {
     for (const DwEpilogue& e : epilogues)
       for (const DwCase& k : shapes) RunDepthwise(k, &e, seed += 4);
   });
@@ -179,7 +163,7 @@ KERNEL_TEST(Depthwise_GenericShapes_BothPaths_VsNaive) {
       {1, 2, 13, 13, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1},   // stride 3
   };
   uint32_t seed = 9000;
-  ForEachSimdPath([&](vm::SimdPath) {
+  ForEachSimdPath([&] {
     for (const DwCase& k : cases) RunDepthwise(k, nullptr, seed += 4);
   });
   // 1-D and 3-D depthwise convolutions.
@@ -201,7 +185,8 @@ KERNEL_TEST(Depthwise_GenericShapes_BothPaths_VsNaive) {
 // The cases above reach the direct kernel exactly when the AVX2 path is active and the
 // geometry is 3x3 / 5x5 with equal strides 1 or 2 and no dilation.
 KERNEL_TEST(Depthwise_DirectKernel_ChosenForItsShapesOnly) {
-  ForEachSimdPath([&](vm::SimdPath path) {
+  ForEachSimdPath([&] {
+    const vm::SimdPath path = vm::ActivePath();
     for (const DwCase& k : DirectCases()) {
       const bool fits = k.kh == k.kw && (k.kh == 3 || k.kh == 5) && k.sh == k.sw && k.sh <= 2;
       const bool want = fits && path == vm::SimdPath::kAvx2;
@@ -236,7 +221,7 @@ KERNEL_TEST(Depthwise_Direct_ConcurrentRuns) {
           }
         y[static_cast<size_t>((p * 30 + i) * 30 + j)] = std::min(std::max(acc, 0.0), 6.0);
       }
-  ForEachSimdPath([&](vm::SimdPath) {
+  ForEachSimdPath([&] {
     KernelTester("FusedConv")
         .Attrs({{"strides", {1, 1}}, {"dilations", {1, 1}}, {"pads", {1, 1, 1, 1}}, {"group", k.c},
                 {"activation", "Clip"}, {"activation_params", {0, 6}}, {"has_bias", 0}, {"has_sum", 0}})

@@ -7,33 +7,17 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
 #include "tf_popef_op/runtime/cc/kernels/vector_math.h"
 #include "tests/cc/kernel_tester.h"
 #include "tests/cc/reference_ops.h"
+#include "tests/cc/simd_paths.h"
 
 namespace tfpopef {
 namespace test {
 namespace {
-
-namespace vm = kernels::vmath;
-
-void ForEachSimdPath(const std::function<void()>& body) {
-  std::vector<vm::SimdPath> paths = {vm::SimdPath::kPortable};
-  if (vm::CpuHasAvx2Fma()) paths.push_back(vm::SimdPath::kAvx2);
-  const vm::SimdPath before = vm::ActivePath();
-  for (vm::SimdPath path : paths) {
-    vm::SetPathForTesting(path);
-    const size_t failures = CurrentFailures().size();
-    body();
-    for (size_t i = failures; i < CurrentFailures().size(); ++i)
-      CurrentFailures()[i] = std::string("[") + vm::SimdPathName(path) + " path] " + CurrentFailures()[i];
-  }
-  vm::SetPathForTesting(before);
-}
 
 // Every opcode once; inputs x0 full, x1 per last axis, x2 scalar, x3 full.
 const char* kEveryOpcode =

@@ -16,28 +16,13 @@
 #include "tf_popef_op/runtime/cc/kernels/vector_math.h"
 #include "tests/cc/kernel_tester.h"
 #include "tests/cc/reference_ops.h"
+#include "tests/cc/simd_paths.h"
 
 namespace tfpopef {
 namespace test {
 namespace {
 
 namespace vm = kernels::vmath;
-
-// Runs body once per SIMD path this CPU has (portable always, AVX2 when present), restoring
-// the path in use afterwards. Failures carry the path name.
-void ForEachSimdPath(const std::function<void(const std::string&)>& body) {
-  std::vector<vm::SimdPath> paths = {vm::SimdPath::kPortable};
-  if (vm::CpuHasAvx2Fma()) paths.push_back(vm::SimdPath::kAvx2);
-  const vm::SimdPath before = vm::ActivePath();
-  for (vm::SimdPath path : paths) {
-    vm::SetPathForTesting(path);
-    const size_t failures = CurrentFailures().size();
-    body(vm::SimdPathName(path));
-    for (size_t i = failures; i < CurrentFailures().size(); ++i)
-      CurrentFailures()[i] = std::string("[") + vm::SimdPathName(path) + " path] " + CurrentFailures()[i];
-  }
-  vm::SetPathForTesting(before);
-}
 
 // Error of `got` against the exact value in units of the float ulp at `want` (denormals:
 // the smallest denormal). NaN must match NaN, inf the same inf.
@@ -102,7 +87,7 @@ KERNEL_TEST(VectorMath_Accuracy_BothPaths) {
       {"Elu", [](const float* a, float* b, int64_t n) { vm::Elu(a, b, n, 1.0f, 1.0f); },
        [](double v) { return v < 0 ? std::expm1(v) : v; }, 3, kLowest},
   };
-  ForEachSimdPath([&](const std::string&) {
+  ForEachSimdPath([&] {
     std::vector<float> y(x.size());
     for (const AccuracyCase& c : cases) {
       c.fn(x.data(), y.data(), static_cast<int64_t>(x.size()));
@@ -128,7 +113,7 @@ KERNEL_TEST(VectorMath_SpecialValues_BothPaths) {
     return out;
   };
   auto same_bits = [](float a, float b) { return std::memcmp(&a, &b, 4) == 0; };
-  ForEachSimdPath([&](const std::string&) {
+  ForEachSimdPath([&] {
     EXPECT_TRUE(one(vm::Exp, -inf) == 0.0f && one(vm::Exp, inf) == inf && std::isnan(one(vm::Exp, nan)));
     EXPECT_TRUE(one(vm::Exp, 0.0f) == 1.0f && one(vm::Exp, 1e-45f) == 1.0f && one(vm::Exp, 89.0f) == inf);
     EXPECT_TRUE(one(vm::Exp, -200.0f) == 0.0f);
@@ -172,7 +157,7 @@ KERNEL_TEST(VectorMath_SpecialValues_BothPaths) {
 }
 
 KERNEL_TEST(VectorMath_TailsInPlaceAndBounds_BothPaths) {
-  ForEachSimdPath([&](const std::string&) {
+  ForEachSimdPath([&] {
     for (int64_t n = 0; n <= 19; ++n) {
       std::vector<float> buf(static_cast<size_t>(n) + 16, -7.0f);  // 8 guard values on both sides
       for (int64_t i = 0; i < n; ++i) buf[8 + i] = 0.25f * static_cast<float>(i) - 2.0f;
@@ -229,7 +214,7 @@ KERNEL_TEST(Unary_LargeTensors_BothPaths_VsReference) {
   const auto x = AsFloat32(RandomValues(NumElements(kBig), -9, 9, 4242));
   auto positive = AsFloat32(RandomValues(NumElements(kBig), 1e-6, 50, 4243));
   const double s2 = 0.70710678118654752440, k = 0.79788456080286535588;
-  ForEachSimdPath([&](const std::string&) {
+  ForEachSimdPath([&] {
     auto check = [&](const char* op, const std::vector<double>& in, const std::function<double(double)>& f,
                      nlohmann::json attrs) {
       KernelTester t(op);
@@ -279,7 +264,7 @@ KERNEL_TEST(Unary_LargeTensors_BothPaths_VsReference) {
 KERNEL_TEST(Softmax_LargeTensors_BothPaths_VsReference) {
   const Shape shape = {3, 5, 67, 131};
   const auto x = AsFloat32(RandomValues(NumElements(shape), -20, 20, 77));
-  ForEachSimdPath([&](const std::string&) {
+  ForEachSimdPath([&] {
     for (size_t axis : {3, 2, 1})  // rows (inner == 1) and the strided path
       for (const char* op : {"Softmax", "LogSoftmax"}) {
         std::vector<double> want = RefSoftmax(x, shape, axis, false);
