@@ -27,7 +27,7 @@ def fold_batchnorm(model, ctx):
     if not any(n.op_type == "BatchNormalization" and n.domain in _DEFAULT_DOMAINS for n in graph.node):
         return model
     folder = ChannelAffineFolder(model, ctx.model_name, suffix="bnfold")
-    outputs = {o.name for o in graph.output}
+    outputs = folder.outputs
     for bn in [n for n in graph.node if n.op_type == "BatchNormalization" and n.domain in _DEFAULT_DOMAINS]:
         readers = consumers(graph)
         owner = producers(graph).get(bn.input[0])

@@ -45,7 +45,7 @@ def fold_conv_affine(model, ctx):
         return model
     types = infer_types(model, model_name=ctx.model_name).types
     folder = ChannelAffineFolder(model, ctx.model_name, suffix="affinefold")
-    outputs = {o.name for o in graph.output}
+    outputs = folder.outputs
     readers = consumers(graph)
     for owner in owners:
         out_type = types.get(owner.output[0])
