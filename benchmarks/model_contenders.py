@@ -31,9 +31,9 @@ def modelrunner(name: str, executable, x: np.ndarray) -> Contender:
                      lambda: {k: v.astype(np.float32) for k, v in outs.items()})
 
 
-def onnxruntime_session(name: str, model, x: np.ndarray, threads: int) -> Contender:
+def onnxruntime_session(name: str, model, x: np.ndarray, threads: int, optimization_level=None) -> Contender:
     from onnxruntime_peer import cpu_session
-    session = cpu_session(model, threads)
+    session = cpu_session(model, threads, optimization_level)
     (inp,) = session.get_inputs()
     feed = np.ascontiguousarray(x.astype(_ORT_TYPES[inp.type]))
     binding = session.io_binding()
@@ -42,8 +42,10 @@ def onnxruntime_session(name: str, model, x: np.ndarray, threads: int) -> Conten
     for o in session.get_outputs():
         outs[o.name] = np.zeros(o.shape, _ORT_TYPES[o.type])
         binding.bind_output(o.name, "cpu", 0, outs[o.name].dtype, outs[o.name].shape, outs[o.name].ctypes.data)
-    return Contender(name, lambda: session.run_with_iobinding(binding),
-                     lambda: {k: v.astype(np.float32) for k, v in outs.items()})
+    def call(_bound=(feed, outs)):  # the binding holds raw pointers: the call keeps the arrays alive
+        session.run_with_iobinding(binding)
+
+    return Contender(name, call, lambda: {k: v.astype(np.float32) for k, v in outs.items()})
 
 
 _ORT_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(int32)": np.int32,

@@ -6,7 +6,7 @@ import copy
 import onnxruntime as ort
 
 
-def cpu_session(model, threads: int, optimization_level=None) -> ort.InferenceSession:
+def cpu_session(model, threads: int, optimization_level=None, profile_prefix=None) -> ort.InferenceSession:
     oracle = copy.deepcopy(model)
     oracle.ir_version = min(oracle.ir_version, 8)
     options = ort.SessionOptions()
@@ -15,4 +15,7 @@ def cpu_session(model, threads: int, optimization_level=None) -> ort.InferenceSe
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     if optimization_level is not None:
         options.graph_optimization_level = optimization_level
+    if profile_prefix is not None:  # onnxruntime's per-node profiler (benchmarks/compare_layers.py)
+        options.enable_profiling = True
+        options.profile_file_prefix = profile_prefix
     return ort.InferenceSession(oracle.SerializeToString(), options, providers=["CPUExecutionProvider"])
