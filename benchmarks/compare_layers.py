@@ -40,21 +40,30 @@ NCHWC_SUFFIX = "_nchwc"
 FUSED_AFTER = {"Relu", "Clip", "Sigmoid", "Mul", "Add", "Sum", "LeakyRelu", "HardSigmoid", "Tanh"}
 
 
-def onnx_node_of(ort_node: str, model: onnx.ModelProto, ours: set) -> str:
-    """The ONNX node (one of ours where possible) an onnxruntime profile node stands for, or ""
-    (an onnxruntime-only node such as a layout reorder)."""
+def onnx_node_resolver(model: onnx.ModelProto, ours: set):
+    """A function mapping an onnxruntime profile node name to the ONNX node (one of ours where
+    possible) it stands for, or "" (an onnxruntime-only node such as a layout reorder). The
+    graph's name and producer maps are built once, here."""
     nodes = {n.name: n for n in model.graph.node}
     producers = {out: n.name for n in model.graph.node for out in n.output}
-    name = ort_node if ort_node in nodes else producers.get(ort_node[:-len(NCHWC_SUFFIX)], "") \
-        if ort_node.endswith(NCHWC_SUFFIX) else ""
-    frontier = [name] if name else []
-    for _ in range(4):  # Conv -> Add -> Clip at most, in practice
-        for candidate in frontier:
-            if candidate in ours:
-                return candidate
-        frontier = [producers[i] for c in frontier if nodes[c].op_type in FUSED_AFTER
-                    for i in nodes[c].input if i in producers]
-    return name
+
+    def resolve(ort_node: str) -> str:
+        if ort_node in nodes:
+            name = ort_node
+        elif ort_node.endswith(NCHWC_SUFFIX):
+            name = producers.get(ort_node[:-len(NCHWC_SUFFIX)], "")
+        else:
+            return ""
+        frontier = [name] if name else []
+        for _ in range(4):  # Conv -> Add -> Clip at most, in practice
+            for candidate in frontier:
+                if candidate in ours:
+                    return candidate
+            frontier = [producers[i] for c in frontier if nodes[c].op_type in FUSED_AFTER
+                        for i in nodes[c].input if i in producers]
+        return name
+
+    return resolve
 
 
 def ort_node_times(events: List[dict]) -> Dict[str, dict]:
@@ -72,11 +81,14 @@ def match_layers(model: onnx.ModelProto, ours: List[dict], runs: int, ort: Dict[
     """Rows per ONNX node in our step order: {node, ours_op, ours_us, ort_op, ort_us}, plus the
     steps only we have and the nodes only onnxruntime has. `ours`: ModelRunner.profile() entries
     of the main program over `runs` runs; `ort`: ort_node_times()."""
-    ours_names = {e["node"] for e in ours}
+    onnx_node_of = onnx_node_resolver(model, {e["node"] for e in ours})
     ort_by_onnx, ort_only = defaultdict(list), []
     for name, t in ort.items():
-        target = onnx_node_of(name, model, ours_names)
-        (ort_by_onnx[target].append((name, t)) if target else ort_only.append({"node": name, **t}))
+        target = onnx_node_of(name)
+        if target:
+            ort_by_onnx[target].append((name, t))
+        else:
+            ort_only.append({"node": name, **t})
     rows, ours_only = [], []
     for e in sorted(ours, key=lambda e: (e["program"] != "main", e["step"])):
         us = e["total_us"] / max(1, runs)
@@ -142,16 +154,12 @@ def compare_model(model: onnx.ModelProto, popef, batch: int, ort_level: str = "a
     from tf_popef_op import runtime
     from tf_popef_op.runtime import ModelRunner, RuntimeConfig
     from model_suite import standard_onnx
-    from profile_model import random_feeds
+    from profile_model import profiled_runs, random_feeds
 
     standard = standard_onnx(model, batch, "fp32")
     with ModelRunner(popef, RuntimeConfig(profile=True)) as runner:
         feeds = random_feeds(runner, batch, np.random.default_rng(0))
-        for _ in range(warmup):
-            runner.execute(feeds)
-        runner.reset_profile()
-        for _ in range(iters):
-            runner.execute(feeds)
+        profiled_runs(runner, feeds, iters, warmup)
         ours = runner.profile()
     ort_times = profile_onnxruntime(standard, feeds, runtime.num_threads(), ort_level, iters, warmup)
     return match_layers(standard, ours, iters, ort_times)

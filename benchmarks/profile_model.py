@@ -49,6 +49,18 @@ def random_feeds(runner, batch, rng):
     return feeds
 
 
+def profiled_runs(runner, feeds, iters: int, warmup: int) -> float:
+    """`warmup` runs, then `iters` runs with a fresh profile (the runner was made with
+    RuntimeConfig(profile=True)); returns the wall seconds per timed run."""
+    for _ in range(warmup):
+        runner.execute(feeds)
+    runner.reset_profile()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        runner.execute(feeds)
+    return (time.perf_counter() - t0) / iters
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("model", help="a .popef file, or a model the compiler accepts (compiled first)")
@@ -63,13 +75,7 @@ def main():
     rng = np.random.default_rng(0)
     with ModelRunner(popef, RuntimeConfig(profile=True)) as runner:
         feeds = random_feeds(runner, args.batch, rng)
-        for _ in range(args.warmup):
-            runner.execute(feeds)
-        runner.reset_profile()
-        t0 = time.perf_counter()
-        for _ in range(args.iters):
-            runner.execute(feeds)
-        wall = (time.perf_counter() - t0) / args.iters
+        wall = profiled_runs(runner, feeds, args.iters, args.warmup)
         entries, summary = runner.profile(), runner.profile_summary()
     print(f"# {args.model}: {args.iters} runs, {runtime.num_threads()} intra-op threads, "
           f"{wall * 1e3:.3f} ms per execute (Python round trip included)\n")

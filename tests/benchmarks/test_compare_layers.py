@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                                 "benchmarks"))
 
-from compare_layers import compare_model, format_report, onnx_node_of  # noqa: E402
+from compare_layers import compare_model, format_report, onnx_node_resolver  # noqa: E402
 
 
 def _conv_network():
@@ -56,9 +56,9 @@ def test_every_conv_is_matched_with_its_onnxruntime_node(level):
 
 def test_an_nchwc_node_named_after_its_fused_activation_traces_back_to_the_conv():
     model = _conv_network()
-    ours = {"conv1", "conv2", "pool"}
-    assert onnx_node_of("conv1", model, ours) == "conv1"
-    assert onnx_node_of("a1_nchwc", model, ours) == "conv1"   # Conv + Clip, named after the Clip's output
-    assert onnx_node_of("r_nchwc", model, ours) == "conv2"    # Conv + Add + Relu
-    assert onnx_node_of("ReorderOutput", model, ours) == ""    # onnxruntime's own
-    assert onnx_node_of("relu6", model, set()) == "relu6"      # nothing of ours above it: the node itself
+    onnx_node_of = onnx_node_resolver(model, {"conv1", "conv2", "pool"})
+    assert onnx_node_of("conv1") == "conv1"
+    assert onnx_node_of("a1_nchwc") == "conv1"   # Conv + Clip, named after the Clip's output
+    assert onnx_node_of("r_nchwc") == "conv2"    # Conv + Add + Relu
+    assert onnx_node_of("ReorderOutput") == ""    # onnxruntime's own
+    assert onnx_node_resolver(model, set())("relu6") == "relu6"      # nothing of ours above it: the node itself
