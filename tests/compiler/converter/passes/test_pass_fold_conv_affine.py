@@ -61,6 +61,17 @@ def _check(model, expected_ops, out="Y", fused_ops=None):
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol * max(1.0, float(np.abs(want).max())))
 
 
+def _check_every_output(model, expected_ops):
+    """fold_conv_affine alone on a model with several outputs: the op types, and every output
+    against onnxruntime on the original."""
+    feeds = random_feeds(model)
+    want = ort_run(model, feeds)
+    folded = run_pass(model, "fold_conv_affine")
+    assert op_types(folded) == expected_ops
+    for w, g in zip(want, ort_run(folded, feeds)):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
 # --- folds ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("group", [1, C])  # C: depthwise (M = 2·C channels, two per group)
 @pytest.mark.parametrize("bias", [True, False])
@@ -138,12 +149,7 @@ def test_folded_weights_are_new_tensors_so_shared_weights_stay_intact():
     model = conv_then([("Mul", "s", True)], consts=consts)
     model.graph.node.append(helper.make_node("Conv", ["X", "W", "B"], ["Z"], pads=[1, 1, 1, 1], name="other"))
     model.graph.output.append(helper.make_tensor_value_info("Z", F32, [N, M, H, H]))
-    feeds = random_feeds(model)
-    want = ort_run(model, feeds)
-    folded = run_pass(model, "fold_conv_affine")
-    assert op_types(folded) == ["Conv", "Conv"]
-    for w, g in zip(want, ort_run(folded, feeds)):
-        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+    _check_every_output(model, ["Conv", "Conv"])
 
 
 def test_chain_stops_at_a_tensor_with_another_reader():
@@ -151,12 +157,7 @@ def test_chain_stops_at_a_tensor_with_another_reader():
     consts = {"s": _per_channel((1, M, 1, 1)), "t": RNG.standard_normal((1, M, 1, 1)).astype(np.float32)}
     model = conv_then([("Mul", "s", True), ("Add", "t", True)], consts=consts)
     model.graph.output.append(helper.make_tensor_value_info("C1", F32, [N, M, H, H]))
-    feeds = random_feeds(model)
-    want = ort_run(model, feeds)
-    folded = run_pass(model, "fold_conv_affine")
-    assert op_types(folded) == ["Conv", "Add"]
-    for w, g in zip(want, ort_run(folded, feeds)):
-        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+    _check_every_output(model, ["Conv", "Add"])
 
 
 # --- left alone ---------------------------------------------------------------------------------
