@@ -15,6 +15,7 @@ class CompilerOptions:
     max_tensor_size: int = -1                  # bytes a folded constant may have; -1 unlimited
     device_memory_bytes: Optional[int] = None  # per IPU; None: 1472 tiles x 624 KiB = 940,572,672
     kernel_fusion: bool = True                 # fused Conv/Gemm/MatMul epilogues (KERNEL_FUSION_PIPELINE)
+    blocked_layout: bool = True                # conv chains in the NCHW8c layout (to_nchwc_layout; with kernel_fusion)
 
     def validate(self) -> "CompilerOptions":
         def positive_int(name, value, allow_none=False, minimum=1):
@@ -31,8 +32,9 @@ class CompilerOptions:
         positive_int("batch_axis", self.batch_axis, minimum=0)
         positive_int("max_tensor_size", self.max_tensor_size, minimum=-1)
         positive_int("device_memory_bytes", self.device_memory_bytes, allow_none=True, minimum=0)
-        if not isinstance(self.kernel_fusion, bool):
-            raise ConfigError(f"CompilerOptions.kernel_fusion must be True or False, got {self.kernel_fusion!r}")
+        for name in ("kernel_fusion", "blocked_layout"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"CompilerOptions.{name} must be True or False, got {getattr(self, name)!r}")
         return self
 
     def to_dict(self) -> dict:

@@ -38,7 +38,9 @@ KERNEL_FUSION_PIPELINE: List[str] = [
     "hoist_matmul_reshape",          # MatMul -> Reshape(keeps N) -> epilogue: the Reshape moves to the input
     "fuse_epilogue",                 # Conv/Gemm/MatMul + bias + sum + activation -> FusedConv/FusedGemm/FusedMatMul
     "fuse_elementwise_chain",        # what elementwise chains remain -> FusedElementwise (one loop)
+    "to_nchwc_layout",               # conv chains (FusedConv...) -> NCHW8c blocked layout; last: sees the fused ops
 ]
+BLOCKED_LAYOUT_PASS = "to_nchwc_layout"  # left out of KERNEL_FUSION_PIPELINE by CompilerOptions.blocked_layout=False
 
 _MAX_REPEATS = 10
 
@@ -73,7 +75,10 @@ def run_passes(model: onnx.ModelProto, names: Sequence[str], ctx: PassContext) -
     return model
 
 
-def run_kernel_fusions(model: onnx.ModelProto, model_name: str = "<model>") -> onnx.ModelProto:
-    """KERNEL_FUSION_PIPELINE on a copy of `model` (the caller's model is left as it was)."""
+def run_kernel_fusions(model: onnx.ModelProto, model_name: str = "<model>",
+                       blocked_layout: bool = True) -> onnx.ModelProto:
+    """KERNEL_FUSION_PIPELINE on a copy of `model` (the caller's model is left as it was);
+    blocked_layout=False leaves out the NCHW8c layout pass."""
     import copy
-    return run_passes(copy.deepcopy(model), KERNEL_FUSION_PIPELINE, PassContext(model_name=model_name))
+    names = [n for n in KERNEL_FUSION_PIPELINE if blocked_layout or n != BLOCKED_LAYOUT_PASS]
+    return run_passes(copy.deepcopy(model), names, PassContext(model_name=model_name))

@@ -112,7 +112,8 @@ def _lower_one(index: int, entry: FusionEntry, options: CompilerOptions,
     _check_unique_outputs(model, index, label)
     converted = converter.convert(model)
     lowered = lower_graph(converted, _SubgraphWeights(weights, subgraph_prefix(index)), label, entry.name,
-                          batch_size, batch_axis)
+                          batch_size, batch_axis, kernel_fusion=options.kernel_fusion,
+                          blocked_layout=options.blocked_layout)
     graph, names = rename_subgraph(lowered, index, label)
     origin = SubgraphOrigin(entry.source_label(), entry.precision, opset_version(converted))
     record = {"index": index, "name": entry.name, "source_model": entry.source_label(),

@@ -19,13 +19,14 @@ from compiler.onnx_graph.topo_order import topological_order
 
 def lower_graph(model: onnx.ModelProto, weights: WeightStore, model_name: str = "<model>",
                 name: str = "graph0", batch_size: Optional[int] = None, batch_axis: int = 0,
-                kernel_fusion: bool = True) -> LoweredGraph:
+                kernel_fusion: bool = True, blocked_layout: bool = True) -> LoweredGraph:
     """batch_size None: the batch is dim `batch_axis` of the first input that has it (else 1).
     kernel_fusion: run the converter's KERNEL_FUSION_PIPELINE first (fused Conv/Gemm/MatMul
-    epilogues); False lowers every node as it is."""
+    epilogues); False lowers every node as it is. blocked_layout: with kernel_fusion, include its
+    NCHW8c layout pass (to_nchwc_layout)."""
     if kernel_fusion:
         from compiler.converter.pipeline import run_kernel_fusions  # the lowering imports the converter's helpers
-        model = run_kernel_fusions(model, model_name)
+        model = run_kernel_fusions(model, model_name, blocked_layout)
     return _GraphLowerer(model, weights, model_name).lower(name, batch_size, batch_axis)
 
 

@@ -28,7 +28,7 @@ def lower_model(model: onnx.ModelProto, options, model_name: str = "<model>",
     in the `compiler` Opaque blob."""
     weights = WeightStore()
     graph = lower_graph(model, weights, model_name, "graph0", options.batch_size, options.batch_axis,
-                        kernel_fusion=options.kernel_fusion)
+                        kernel_fusion=options.kernel_fusion, blocked_layout=options.blocked_layout)
     plan = plan_arena(graph)
     check_device_memory(weights.size, plan.size, available_bytes(options.num_ipus, options.device_memory_bytes),
                         options.ipu_version, model_name)

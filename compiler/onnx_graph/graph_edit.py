@@ -77,6 +77,19 @@ def remove_value_info(graph: onnx.GraphProto, names: Iterable[str]) -> None:
         graph.value_info.extend(kept)
 
 
+def remove_initializers(graph: onnx.GraphProto, names: Iterable[str]) -> None:
+    """Drops these initializers, their graph input entries (old models list initializers as
+    inputs) and their value_info."""
+    names = set(names)
+    kept = [t for t in graph.initializer if t.name not in names]
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+    kept_inputs = [i for i in graph.input if i.name not in names]
+    del graph.input[:]
+    graph.input.extend(kept_inputs)
+    remove_value_info(graph, names)
+
+
 def remove_nodes(graph: onnx.GraphProto, doomed: Iterable[onnx.NodeProto]) -> None:
     # Deleting by index keeps the Python objects of the other nodes valid (callers may hold
     # them); protobuf returns the same wrapper object for an element on every access.

@@ -13,13 +13,28 @@ optional inputs are present as named inputs or "" (ONNX's convention for a missi
                                  elementwise_program.h); X0 has the output's shape and type, the
                                  others that shape, [N] (the last dim) or one element.
 
+The NCHW8c blocked layout (compiler/onnx_graph/nchwc.py; written by to_nchwc_layout), float32
+only, a blocked tensor being [N, C/8, H, W, 8]:
+
+  ToNchwc(X)                     [N, C, H, W] (C % 8 == 0) -> [N, C/8, H, W, 8]
+  FromNchwc(X)                   [N, Cb, H, W, 8] -> [N, Cb*8, H, W]
+  NchwcConv(X, W, [B], [Sum])    kernel_shape strides dilations pads group + the epilogue's
+                                 attributes; X blocked (group 1: W [M/8, C/8, KH, KW, 8, 8];
+                                 group C: depthwise, W [C/8, KH, KW, 8]) or plain [N, C, H, W]
+                                 (group 1, W [M/8, C, KH, KW, 8]); B [M]; Sum and Y blocked
+  NchwcMaxPool(X)                kernel_shape strides dilations pads, ceil_mode (only for Y's
+                                 shape, ONNX's MaxPool formula); X and Y blocked
+
 The ops are registered with ONNX's schema registry (importing this module does it once per
-process) with a type-and-shape inference function that runs the base op's own inference, so
-onnx.checker and shape inference handle a fused model like any other."""
-from typing import Dict, Sequence
+process) with a type-and-shape inference function (the fused ops run the base op's own
+inference), so onnx.checker and shape inference handle a fused model like any other."""
+from typing import Dict, List, Optional, Sequence
 
 import onnx
 from onnx import defs, helper
+
+from compiler.onnx_graph import nchwc
+from compiler.onnx_graph.spatial_window import resolve_window
 
 DOMAIN = "ai.tfpopef"
 VERSION = 1
@@ -36,9 +51,17 @@ _EPILOGUE_ATTRS = ("activation", "activation_params")
 _BASE_OPSET = 17  # the base ops' inference, as of this opset (their semantics have not changed since)
 
 
-def _infer(base_op: str, base_inputs: int):
-    schema = defs.get_schema(base_op, _BASE_OPSET)
+def _base_output_type(base_op: str, inputs: Sequence[str], types: Dict[str, bytes],
+                      attrs: Sequence[onnx.AttributeProto]) -> Optional[onnx.TypeProto]:
+    """ONNX's own inference of a `base_op` node reading `inputs` (name -> serialized TypeProto)."""
+    node = helper.make_node(base_op, list(inputs), ["out"])
+    node.attribute.extend(attrs)
+    out = defs.get_schema(base_op, _BASE_OPSET)._infer_node_outputs(node.SerializeToString(), types,
+                                                                    opsetImports={"": _BASE_OPSET})
+    return onnx.TypeProto.FromString(out["out"]) if "out" in out else None
 
+
+def _infer(base_op: str, base_inputs: int):
     def infer(ctx) -> None:
         # The output type is the base op's: rebuild the base node (its inputs, its attributes)
         # and run ONNX's own inference on it.
@@ -54,14 +77,10 @@ def _infer(base_op: str, base_inputs: int):
             types[name] = t.SerializeToString()
         while names and names[-1] == "":
             names.pop()
-        node = helper.make_node(base_op, names, ["out"])
-        for name in _BASE_ATTRS[base_op]:
-            attr = ctx.get_attribute(name)
-            if attr is not None:
-                node.attribute.append(attr)
-        out = schema._infer_node_outputs(node.SerializeToString(), types, opsetImports={"": _BASE_OPSET})
-        if "out" in out:
-            ctx.set_output_type(0, onnx.TypeProto.FromString(out["out"]))
+        attrs = [a for a in (ctx.get_attribute(n) for n in _BASE_ATTRS[base_op]) if a is not None]
+        out = _base_output_type(base_op, names, types, attrs)
+        if out is not None:
+            ctx.set_output_type(0, out)
 
     return infer
 
@@ -110,6 +129,128 @@ def _elementwise_schema() -> defs.OpSchema:
     return schema
 
 
+# --- the NCHW8c blocked layout --------------------------------------------------------------------
+# Their inference functions never raise (an exception would escape ONNX's non-strict inference):
+# shapes that fit no layout leave the output's shape unknown, and the lowering rule says why.
+
+def _static_shape(ctx, i: int) -> Optional[List[int]]:
+    """Input i's shape when every dim is known, else None."""
+    t = ctx.get_input_type(i) if ctx.has_input(i) else None
+    if t is None or not t.HasField("tensor_type") or not t.tensor_type.HasField("shape"):
+        return None
+    dims = t.tensor_type.shape.dim
+    return [int(d.dim_value) for d in dims] if all(d.HasField("dim_value") for d in dims) else None
+
+
+def _set_output(ctx, shape: Optional[Sequence[int]]) -> None:
+    """Y: X's element type, `shape` (None: unknown)."""
+    x = ctx.get_input_type(0)
+    if x is not None and x.HasField("tensor_type"):
+        ctx.set_output_type(0, helper.make_tensor_type_proto(x.tensor_type.elem_type,
+                                                             None if shape is None else list(shape)))
+
+
+def _attr_reader(ctx):
+    def attr(name: str, default=None):
+        a = ctx.get_attribute(name)
+        return default if a is None else helper.get_attribute_value(a)
+    return attr
+
+
+def _infer_to_nchwc(ctx) -> None:
+    x = _static_shape(ctx, 0)
+    _set_output(ctx, nchwc.blocked_shape(x) if x is not None and nchwc.can_block(x) else None)
+
+
+def _infer_from_nchwc(ctx) -> None:
+    x = _static_shape(ctx, 0)
+    _set_output(ctx, nchwc.plain_shape(x) if x is not None and len(x) == 5 and x[4] == nchwc.BLOCK else None)
+
+
+def nchwc_conv_output_shape(x: Sequence[int], w: Sequence[int], attr) -> tuple:
+    """Y's shape [N, M/8, OH, OW, 8] of an NchwcConv (`attr(name, default)` reads its
+    attributes); raises ValueError when X, W and the attributes fit no variant."""
+    _, m, _, kernel = nchwc.conv_geometry(x, w, int(attr("group", 1)))
+    window = resolve_window(x[2:4], attr("kernel_shape", kernel), attr)
+    if tuple(window["kernel_shape"]) != tuple(kernel):
+        raise ValueError(f"kernel_shape {window['kernel_shape']} differs from the weights' window {list(kernel)}")
+    dims = nchwc.conv_output_dims(x[2:4], kernel, window["strides"], window["dilations"], window["pads"])
+    if min(dims) < 1:
+        raise ValueError(f"the window {list(kernel)} leaves an empty output {list(dims)}")
+    return (x[0], m // nchwc.BLOCK) + dims + (nchwc.BLOCK,)
+
+
+def _infer_nchwc_conv(ctx) -> None:
+    x, w = _static_shape(ctx, 0), _static_shape(ctx, 1)
+    try:
+        shape = None if x is None or w is None else nchwc_conv_output_shape(x, w, _attr_reader(ctx))
+    except ValueError:
+        shape = None
+    _set_output(ctx, shape)
+
+
+_POOL_ATTRS = ("kernel_shape", "strides", "dilations", "pads", "ceil_mode")
+
+
+def nchwc_max_pool_output_shape(x: Sequence[int], attrs: Sequence[onnx.AttributeProto]) -> Optional[tuple]:
+    """Y's shape of an NchwcMaxPool on a blocked X: ONNX's MaxPool output on the plain view,
+    blocked (None when MaxPool's inference refuses the attributes)."""
+    plain = helper.make_tensor_type_proto(onnx.TensorProto.FLOAT, list(nchwc.plain_shape(x)))
+    try:
+        out = _base_output_type("MaxPool", ["in0"], {"in0": plain.SerializeToString()},
+                                [a for a in attrs if a.name in _POOL_ATTRS])
+    except Exception:  # onnx's InferenceError (C++): attributes that do not fit X
+        return None
+    dims = [] if out is None else out.tensor_type.shape.dim
+    if len(dims) != 4 or not all(d.HasField("dim_value") for d in dims):
+        return None
+    return nchwc.blocked_shape([int(d.dim_value) for d in dims])
+
+
+def _infer_nchwc_max_pool(ctx) -> None:
+    x = _static_shape(ctx, 0)
+    if x is None or len(x) != 5 or x[4] != nchwc.BLOCK:
+        _set_output(ctx, None)
+        return
+    attrs = [a for a in (ctx.get_attribute(n) for n in _POOL_ATTRS) if a is not None]
+    _set_output(ctx, nchwc_max_pool_output_shape(x, attrs))
+
+
+def _nchwc_schema(name: str, doc: str, inputs, attrs, infer) -> defs.OpSchema:
+    """inputs: (name, description, optional); attrs: (name, AttrType, description), all optional."""
+    fp = defs.OpSchema.FormalParameter
+    option = defs.OpSchema.FormalParameterOption
+    schema = defs.OpSchema(
+        name, DOMAIN, VERSION, f"{doc} (tf-popef internal op, NCHW8c layout)",
+        inputs=[fp(n, "T", d, param_option=option.Optional if opt else option.Single) for n, d, opt in inputs],
+        outputs=[fp("Y", "T", "")], type_constraints=[("T", ["tensor(float)"], "float32 only")],
+        attributes=[defs.OpSchema.Attribute(n, t, d, required=False) for n, t, d in attrs])
+    schema.set_type_and_shape_inference_function(infer)
+    return schema
+
+
+def _nchwc_schemas() -> List[defs.OpSchema]:
+    ints, string, floats = defs.OpSchema.AttrType.INTS, defs.OpSchema.AttrType.STRING, defs.OpSchema.AttrType.FLOATS
+    window = [("kernel_shape", ints, "[KH, KW]"), ("strides", ints, "[sh, sw]"), ("dilations", ints, "[dh, dw]"),
+              ("pads", ints, "[top, left, bottom, right]")]
+    x = ("X", "", False)
+    return [
+        _nchwc_schema("ToNchwc", "[N, C, H, W] -> [N, C/8, H, W, 8]", [x], [], _infer_to_nchwc),
+        _nchwc_schema("FromNchwc", "[N, Cb, H, W, 8] -> [N, Cb*8, H, W]", [x], [], _infer_from_nchwc),
+        _nchwc_schema("NchwcConv", "act(conv(X, W) + B + Sum), blocked output",
+                      [x, ("W", "blocked weights", False), ("B", "[M]", True), ("Sum", "Y's shape", True)],
+                      window + [("group", defs.OpSchema.AttrType.INT, "1, or C (depthwise)"),
+                                ("activation", string, "epilogue activation"),
+                                ("activation_params", floats, "its parameters")], _infer_nchwc_conv),
+        _nchwc_schema("NchwcMaxPool", "MaxPool on a blocked tensor", [x],
+                      window + [("ceil_mode", defs.OpSchema.AttrType.INT, "only for Y's shape")],
+                      _infer_nchwc_max_pool),
+    ]
+
+
+NCHWC_OPS = ("ToNchwc", "FromNchwc", "NchwcConv", "NchwcMaxPool")
+
+
 def _register_all() -> None:
     for name, (base_op, base_inputs) in FUSED_OPS.items():
         if defs.has(name, VERSION, DOMAIN):
@@ -117,6 +258,9 @@ def _register_all() -> None:
         defs.register_schema(_make_schema(name, base_op, base_inputs))
     if not defs.has("FusedElementwise", VERSION, DOMAIN):
         defs.register_schema(_elementwise_schema())
+    for schema in _nchwc_schemas():
+        if not defs.has(schema.name, VERSION, DOMAIN):
+            defs.register_schema(schema)
 
 
 def ensure_domain_imported(model: onnx.ModelProto) -> None:

@@ -1,7 +1,8 @@
 """Builds tests/runtime/cc/no_alloc_test.cc (a program whose global operator new and malloc count
 allocations) against the runtime library and runs it: steady-state ModelRunner::Execute calls
 (zero-copy, runner-allocated outputs, staged batches, profiling on, a fused executable's Switch,
-and a compiled conv network's GEMM/depthwise/FusedElementwise kernels on the intra-op pool) must
+and a compiled conv network's GEMM/depthwise/FusedElementwise kernels on the intra-op pool, then
+its blocked-layout NchwcConv/reorder kernels) must
 allocate nothing on any thread. Mallocs made inside OpenBLAS itself (its small-matrix SGEMM kernels
 on AVX-512 hosts) are counted separately and reported, not failed."""
 import subprocess
@@ -10,6 +11,7 @@ import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 from compiler import Compiler
+from compiler.options import CompilerOptions
 from tf_popef_op.runtime import ModelRunner, RuntimeConfig
 from popef_builders import fused_model, weight_model
 from runtime_test_programs import build_test_program
@@ -53,17 +55,21 @@ def test_execute_path_allocates_nothing(tmp_path):
     weight = (0.5 * np.arange(1, 9, dtype=np.float32)).reshape(4, 2)  # the values the C++ test expects
     weights = weight_model(weight).write(tmp_path / "weight.popef")
     fused = fused_model().write(tmp_path / "fused.popef")
-    network = Compiler.compile(conv_network())
-    # The scenario is about these kernels: make sure the compiler still produces them.
-    runner = ModelRunner(network, RuntimeConfig(profile=True))
-    runner.execute({"X": np.zeros((2, 16, 48, 48), np.float32)})
-    assert {"FusedConv", "Conv", "FusedElementwise"} <= {row["op"] for row in runner.profile()}
-    network_path = str(tmp_path / "conv_network.popef")
-    network.save(network_path)
-    out = subprocess.run([str(binary), weights, fused, network_path], capture_output=True, text=True, timeout=300)
+    # The scenarios are about these kernels: make sure the compiler still produces them (the
+    # NCHW ones with blocked_layout=False, the NCHW8c ones by default).
+    networks = []
+    for blocked, ops in ((False, {"FusedConv", "Conv", "FusedElementwise"}),
+                         (True, {"NchwcConv", "ToNchwc", "FromNchwc", "FusedElementwise"})):
+        network = Compiler.compile(conv_network(), options=CompilerOptions(blocked_layout=blocked))
+        runner = ModelRunner(network, RuntimeConfig(profile=True))
+        runner.execute({"X": np.zeros((2, 16, 48, 48), np.float32)})
+        assert ops <= {row["op"] for row in runner.profile()}
+        networks.append(str(tmp_path / f"conv_network_blocked{int(blocked)}.popef"))
+        network.save(networks[-1])
+    out = subprocess.run([str(binary), weights, fused, *networks], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "no allocation on the execute path" in out.stdout
     # Every scenario ran and reported its (zero) count.
-    assert out.stdout.count(": 0 allocations in 2000 executes") == 6, out.stdout
+    assert out.stdout.count(": 0 allocations in 2000 executes") == 7, out.stdout
     # OpenBLAS's own mallocs (its AVX-512 small-matrix kernels) are reported, not ours to remove;
     # everything else (the runtime, its kernels, the pool) must be zero, as asserted above.

@@ -13,3 +13,4 @@ from compiler.converter.passes import (  # noqa: F401,E402  (issue 5: transforme
     merge_transposes_across_unit_reshape,
 )
 from compiler.converter.passes import fold_conv_affine, fold_pad_into_conv  # noqa: F401,E402  (issue 5)
+from compiler.converter.passes import to_nchwc_layout  # noqa: F401,E402  (NCHW8c blocked layout, last kernel fusion)

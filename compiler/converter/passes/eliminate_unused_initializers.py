@@ -1,5 +1,5 @@
 from compiler.converter.pass_registry import register
-from compiler.onnx_graph.graph_edit import node_uses, remove_value_info
+from compiler.onnx_graph.graph_edit import node_uses, remove_initializers
 
 
 @register("eliminate_unused_initializers", kind="eliminate")
@@ -12,12 +12,5 @@ def eliminate_unused_initializers(model, ctx):
     unused = [t.name for t in graph.initializer if t.name not in used]
     if not unused:
         return model
-    unused_set = set(unused)
-    kept = [t for t in graph.initializer if t.name not in unused_set]
-    del graph.initializer[:]
-    graph.initializer.extend(kept)
-    kept_inputs = [i for i in graph.input if i.name not in unused_set]  # old models list them as inputs
-    del graph.input[:]
-    graph.input.extend(kept_inputs)
-    remove_value_info(graph, unused_set)
+    remove_initializers(graph, unused)
     return model

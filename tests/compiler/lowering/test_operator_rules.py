@@ -7,7 +7,7 @@ from onnx import TensorProto, helper
 from compiler.errors import LoweringError
 from compiler.lowering.lower_graph import lower_graph
 from compiler.lowering.rules.resize import axis_taps
-from compiler.lowering.rules.window_attrs import same_pads
+from compiler.onnx_graph.spatial_window import same_pads
 from compiler.lowering.weights import WeightStore
 from compiler_test_helpers import F16, F32, I64, make_model
 

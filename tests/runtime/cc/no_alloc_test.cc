@@ -8,7 +8,9 @@
 // model [4, 2] (O = (X + W) * X, W a TensorData weight, the sum in the arena), a fused
 // model (graph0: O = X + Y [4, 2]; graph1: O = (X + Y) * X [2, 3]; `index` picks one) and a
 // compiled conv network (input "X" [2, 16, 48, 48]: pointwise, depthwise and im2col convs with
-// fused epilogues and a FusedElementwise chain, see test_runtime_no_alloc.py).
+// fused epilogues and a FusedElementwise chain, see test_runtime_no_alloc.py), then the same
+// network compiled to the blocked layout (NchwcConv with a zero-padded input copy in scratch,
+// the reorders).
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -178,14 +180,14 @@ void TestFusedModel(const char* path) {
 }
 
 // The kernels of real networks (blocked GEMM convolutions with per-thread scratch, the direct
-// depthwise kernel, FusedElementwise) on the intra-op pool.
-void TestConvNetwork(const char* path) {
+// depthwise kernel, FusedElementwise; or the NCHW8c ones) on the intra-op pool.
+void TestConvNetwork(const char* path, const char* what) {
   auto runner = ModelRunner::FromFile(path);
   std::vector<float> x(2 * 16 * 48 * 48);
   for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.1f * static_cast<float>(i));
   const std::vector<HostTensor> inputs = {{"X", DType::kFloat32, {2, 16, 48, 48}, x.data()}};
   bool finite = true;
-  ExpectNoAllocation("conv network (GEMM, depthwise, FusedElementwise)", [&] {
+  ExpectNoAllocation(what, [&] {
     auto r = runner->Execute(inputs);
     finite = finite && std::isfinite(static_cast<const float*>(r->outputs()[0].data)[0]);
   });
@@ -195,8 +197,9 @@ void TestConvNetwork(const char* path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: %s WEIGHT_MODEL.popef FUSED_MODEL.popef CONV_NETWORK.popef\n", argv[0]);
+  if (argc != 5) {
+    std::fprintf(stderr, "usage: %s WEIGHT_MODEL.popef FUSED_MODEL.popef CONV_NETWORK.popef BLOCKED_CONV_NETWORK.popef\n",
+                 argv[0]);
     return 2;
   }
   TestWeightModel(argv[1], /*profile=*/false, /*runner_outputs=*/false);
@@ -204,7 +207,8 @@ int main(int argc, char** argv) {
   TestWeightModel(argv[1], /*profile=*/true, /*runner_outputs=*/false);
   TestStagedBatches(argv[1]);
   TestFusedModel(argv[2]);
-  TestConvNetwork(argv[3]);
+  TestConvNetwork(argv[3], "conv network (GEMM, depthwise, FusedElementwise)");
+  TestConvNetwork(argv[4], "conv network, blocked layout (NchwcConv, reorders, FusedElementwise)");
   if (failures == 0) std::printf("no allocation on the execute path\n");
   return failures == 0 ? 0 : 1;
 }

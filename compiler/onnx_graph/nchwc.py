@@ -1,0 +1,105 @@
+"""The NCHW8c blocked layout (docs/popef.md, "Internal ops"): block size, blocked shapes and
+the three NchwcConv variants with their weight layouts. Shared by the internal ops' shape
+inference (internal_ops.py), the pass that writes them (to_nchwc_layout) and their lowering.
+
+A blocked tensor is [N, C/8, H, W, 8] (element (n, c, h, w) at [n, c // 8, h, w, c % 8]),
+only ever made of a float32 [N, C, H, W] with C % 8 == 0."""
+from typing import Optional, Sequence, Tuple
+
+import numpy as np
+
+BLOCK = 8
+
+# NchwcConv variants, told apart by X's rank and `group`.
+BLOCKED, PLAIN_INPUT, DEPTHWISE = "blocked", "plain_input", "depthwise"
+
+
+def can_block(shape: Sequence) -> bool:
+    """A static [N, C, H, W] shape whose C fills whole blocks."""
+    return (len(shape) == 4 and all(isinstance(d, int) and d >= 0 for d in shape)
+            and shape[1] % BLOCK == 0)
+
+
+def blocked_shape(shape: Sequence[int]) -> Tuple[int, ...]:
+    n, c, h, w = shape
+    return (n, c // BLOCK, h, w, BLOCK)
+
+
+def plain_shape(shape: Sequence[int]) -> Tuple[int, ...]:
+    n, cb, h, w, _ = shape
+    return (n, cb * BLOCK, h, w)
+
+
+def conv_variant(x_rank: int, group: int) -> Optional[str]:
+    """The variant an NchwcConv with an X of rank `x_rank` is (None: no variant has that X)."""
+    if x_rank == 5:
+        return BLOCKED if group == 1 else DEPTHWISE
+    if x_rank == 4 and group == 1:
+        return PLAIN_INPUT
+    return None
+
+
+def blocked_weight_shape(variant: str, m: int, c: int, kernel: Sequence[int]) -> Tuple[int, ...]:
+    """W's shape for `variant` of a conv with M outputs, C inputs and window `kernel`."""
+    kh, kw = kernel
+    if variant == BLOCKED:
+        return (m // BLOCK, c // BLOCK, kh, kw, BLOCK, BLOCK)
+    if variant == PLAIN_INPUT:
+        return (m // BLOCK, c, kh, kw, BLOCK)
+    return (c // BLOCK, kh, kw, BLOCK)
+
+
+def conv_dims(variant: str, x_shape: Sequence[int], w_shape: Sequence[int]) -> Tuple[int, int, Tuple[int, int]]:
+    """(M, C, kernel) read from the blocked X and W shapes of `variant` (not checked)."""
+    c = x_shape[1] * BLOCK if len(x_shape) == 5 else x_shape[1]
+    if variant == DEPTHWISE:
+        return c, c, tuple(w_shape[1:3])
+    return w_shape[0] * BLOCK, c, tuple(w_shape[2:4])
+
+
+def block_weights(w: np.ndarray, variant: str) -> np.ndarray:
+    """ONNX Conv weights [M, C/group, KH, KW] re-laid out for `variant`:
+    blocked     [M/8, C/8, KH, KW, 8(i), 8(o)]  W[ob, ib, kh, kw, i, o] = w[8ob + o, 8ib + i, kh, kw]
+    plain_input [M/8, C, KH, KW, 8(o)]          W[ob, c, kh, kw, o]     = w[8ob + o, c, kh, kw]
+    depthwise   [C/8, KH, KW, 8]                W[cb, kh, kw, l]        = w[8cb + l, 0, kh, kw]"""
+    m, c, kh, kw = w.shape
+    if variant == BLOCKED:
+        out = w.reshape(m // BLOCK, BLOCK, c // BLOCK, BLOCK, kh, kw).transpose(0, 2, 4, 5, 3, 1)
+    elif variant == PLAIN_INPUT:
+        out = w.reshape(m // BLOCK, BLOCK, c, kh, kw).transpose(0, 2, 3, 4, 1)
+    else:
+        out = w.reshape(m // BLOCK, BLOCK, kh, kw).transpose(0, 2, 3, 1)
+    return np.ascontiguousarray(out)
+
+
+def conv_output_dims(spatial: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
+                     dilations: Sequence[int], pads: Sequence[int]) -> Tuple[int, ...]:
+    """OH, OW = (H + top + bottom - dh·(KH-1) - 1) // sh + 1 (same for W)."""
+    rank = len(spatial)
+    return tuple((i + pads[a] + pads[a + rank] - d * (k - 1) - 1) // s + 1
+                 for a, (i, k, s, d) in enumerate(zip(spatial, kernel, strides, dilations)))
+
+
+_W_LAYOUTS = {BLOCKED: "[M/8, C/8, KH, KW, 8, 8]", PLAIN_INPUT: "[M/8, C, KH, KW, 8]", DEPTHWISE: "[C/8, KH, KW, 8]"}
+
+
+def conv_geometry(x_shape: Sequence[int], w_shape: Sequence[int], group: int) -> Tuple[str, int, int, Tuple[int, int]]:
+    """(variant, M, C, kernel) of an NchwcConv with these X and W shapes; raises ValueError
+    saying what fits no variant (the schema's inference and the lowering rule both check this)."""
+    variant = conv_variant(len(x_shape), group)
+    if variant is None:
+        raise ValueError(f"X {list(x_shape)} with group {group} fits no NchwcConv variant (X [N, C/8, H, W, 8] with "
+                         f"group 1 or C, or X [N, C, H, W] with group 1)")
+    if len(x_shape) == 5 and x_shape[4] != BLOCK:
+        raise ValueError(f"blocked X {list(x_shape)} must end in a block of {BLOCK} channels")
+    rank = len(_W_LAYOUTS[variant].split(","))
+    if len(w_shape) != rank:
+        raise ValueError(f"W {list(w_shape)} must be {_W_LAYOUTS[variant]} (rank {rank}) for the {variant} variant")
+    m, c, kernel = conv_dims(variant, x_shape, w_shape)
+    if variant == DEPTHWISE and group != c:
+        raise ValueError(f"group {group} with a blocked X of {c} channels: only group 1 or a depthwise group == C")
+    want = blocked_weight_shape(variant, m, c, kernel)
+    if tuple(w_shape) != want:
+        raise ValueError(f"W {list(w_shape)} must be {_W_LAYOUTS[variant]} = {list(want)} for the {variant} variant "
+                         f"with X {list(x_shape)}")
+    return variant, m, c, kernel

@@ -1,0 +1,286 @@
+// The blocked-layout kernels (NchwcConv, NchwcMaxPool, ToNchwc, FromNchwc; docs/popef.md
+// "Blocked layout") against naive double-precision loops in plain NCHW, on both SIMD paths.
+// The test blocks the inputs and weights itself (the compiler's job in production), so the
+// layouts of the contract are checked too. Run by kernel_tests.cc (tests/cc/test_kernels_cc.py).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "tests/cc/kernel_tester.h"
+#include "tests/cc/reference_ops.h"
+#include "tests/cc/simd_paths.h"
+
+namespace tfpopef {
+namespace test {
+namespace {
+
+constexpr int64_t B = 8;
+
+// NCHW [n, c, h, w] -> [n, c/8, h, w, 8].
+std::vector<double> Block(const std::vector<double>& x, int64_t n, int64_t c, int64_t hw) {
+  std::vector<double> y(x.size());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t p = 0; p < hw; ++p)
+        y[static_cast<size_t>(((i * (c / B) + ch / B) * hw + p) * B + ch % B)] =
+            x[static_cast<size_t>((i * c + ch) * hw + p)];
+  return y;
+}
+
+struct ConvCase {
+  int64_t n, c, m, h, w, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
+  bool depthwise = false, plain_input = false;
+  int64_t oh() const { return (h + pt + pb - dh * (kh - 1) - 1) / sh + 1; }
+  int64_t ow() const { return (w + pl + pr - dw * (kw - 1) - 1) / sw + 1; }
+  std::string Describe() const {
+    return std::string(depthwise ? "depthwise" : plain_input ? "plain-input" : "blocked") + " x [" +
+           std::to_string(n) + ", " + std::to_string(c) + ", " + std::to_string(h) + ", " + std::to_string(w) +
+           "] m " + std::to_string(m) + " window " + std::to_string(kh) + "x" + std::to_string(kw) + " stride " +
+           std::to_string(sh) + "x" + std::to_string(sw) + " dilation " + std::to_string(dh) + "x" +
+           std::to_string(dw) + " pads " + std::to_string(pt) + "," + std::to_string(pl) + "," + std::to_string(pb) +
+           "," + std::to_string(pr);
+  }
+};
+
+struct Epi {
+  const char* activation;
+  std::vector<double> params;
+  bool bias, sum;
+};
+
+double Activate(const Epi& e, double v) {
+  const std::string a = e.activation;
+  if (a == "Relu") return v > 0 ? v : 0;
+  if (a == "Clip") return std::min(std::max(v, e.params[0]), e.params[1]);
+  if (a == "Sigmoid") return 1.0 / (1.0 + std::exp(-v));
+  if (a == "HardSwish") return v * std::min(std::max(v / 6 + 0.5, 0.0), 1.0);
+  return v;
+}
+
+void RunConv(const ConvCase& k, const Epi& e, uint32_t seed) {
+  const int64_t oh = k.oh(), ow = k.ow(), cg = k.depthwise ? 1 : k.c;
+  const auto x = AsFloat32(RandomValues(k.n * k.c * k.h * k.w, -2, 2, seed));
+  const auto w = AsFloat32(RandomValues(k.m * cg * k.kh * k.kw, -1, 1, seed + 1));
+  const auto b = AsFloat32(RandomValues(k.m, -1, 1, seed + 2));
+  const auto s = AsFloat32(RandomValues(k.n * k.m * oh * ow, -2, 2, seed + 3));
+  std::vector<double> y(static_cast<size_t>(k.n * k.m * oh * ow));
+  for (int64_t n = 0; n < k.n; ++n)
+    for (int64_t m = 0; m < k.m; ++m)
+      for (int64_t i = 0; i < oh; ++i)
+        for (int64_t j = 0; j < ow; ++j) {
+          double acc = e.bias ? b[static_cast<size_t>(m)] : 0.0;
+          for (int64_t c = 0; c < cg; ++c)
+            for (int64_t a = 0; a < k.kh; ++a)
+              for (int64_t d = 0; d < k.kw; ++d) {
+                const int64_t ih = i * k.sh - k.pt + a * k.dh, iw = j * k.sw - k.pl + d * k.dw;
+                if (ih < 0 || ih >= k.h || iw < 0 || iw >= k.w) continue;
+                const int64_t xc = k.depthwise ? m : c;
+                acc += x[static_cast<size_t>(((n * k.c + xc) * k.h + ih) * k.w + iw)] *
+                       w[static_cast<size_t>(((m * cg + c) * k.kh + a) * k.kw + d)];
+              }
+          const size_t at = static_cast<size_t>(((n * k.m + m) * oh + i) * ow + j);
+          if (e.sum) acc += s[at];
+          y[at] = Activate(e, acc);
+        }
+  // The contract's weight layouts.
+  std::vector<double> wb(w.size());
+  for (int64_t m = 0; m < k.m; ++m)
+    for (int64_t c = 0; c < cg; ++c)
+      for (int64_t a = 0; a < k.kh; ++a)
+        for (int64_t d = 0; d < k.kw; ++d) {
+          const double v = w[static_cast<size_t>(((m * cg + c) * k.kh + a) * k.kw + d)];
+          int64_t at;
+          if (k.depthwise) at = ((m / B * k.kh + a) * k.kw + d) * B + m % B;
+          else if (k.plain_input) at = (((m / B * k.c + c) * k.kh + a) * k.kw + d) * B + m % B;
+          else at = (((((m / B) * (k.c / B) + c / B) * k.kh + a) * k.kw + d) * B + c % B) * B + m % B;
+          wb[static_cast<size_t>(at)] = v;
+        }
+  std::vector<int64_t> w_shape;
+  if (k.depthwise) w_shape = {k.c / B, k.kh, k.kw, B};
+  else if (k.plain_input) w_shape = {k.m / B, k.c, k.kh, k.kw, B};
+  else w_shape = {k.m / B, k.c / B, k.kh, k.kw, B, B};
+  KernelTester t("NchwcConv");
+  t.Attrs({{"kernel_shape", {k.kh, k.kw}}, {"strides", {k.sh, k.sw}}, {"dilations", {k.dh, k.dw}},
+           {"pads", {k.pt, k.pl, k.pb, k.pr}}, {"group", k.depthwise ? k.c : 1}})
+      .Attr("activation", e.activation)
+      .Attr("activation_params", e.params)
+      .Attr("has_bias", e.bias ? 1 : 0)
+      .Attr("has_sum", e.sum ? 1 : 0);
+  if (k.plain_input) t.AddInput(F32, {k.n, k.c, k.h, k.w}, x);
+  else t.AddInput(F32, {k.n, k.c / B, k.h, k.w, B}, Block(x, k.n, k.c, k.h * k.w));
+  t.AddInput(F32, w_shape, wb);
+  if (e.bias) t.AddInput(F32, {k.m}, b);
+  if (e.sum) t.AddInput(F32, {k.n, k.m / B, oh, ow, B}, Block(s, k.n, k.m, oh * ow));
+  const size_t failures = CurrentFailures().size();
+  // float32 sums of up to ~650 products of values in [-2, 2]: errors of a few 1e-5 are rounding.
+  t.AddOutput(F32, {k.n, k.m / B, oh, ow, B}, Block(y, k.n, k.m, oh * ow)).Tolerance(1e-4, 1e-4).Run();
+  for (size_t i = failures; i < CurrentFailures().size(); ++i)
+    CurrentFailures()[i] = k.Describe() + " activation '" + e.activation + "': " + CurrentFailures()[i];
+}
+
+const Epi kPlain{"", {}, false, false};
+
+std::vector<ConvCase> Geometries() {
+  std::vector<ConvCase> cases = {
+      // pointwise: one long row (MobileNetV2 shapes, more than two 192-pixel segments)
+      {1, 16, 24, 28, 28, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+      {2, 8, 16, 5, 7, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+      {1, 64, 48, 7, 7, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+      // 1x1 stride 2 (ResNet's projection shortcut) and a padded 1x1
+      {1, 16, 32, 9, 11, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0},
+      {1, 8, 8, 4, 4, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+      // 3x3: stride 1 and 2, odd/even planes, one-sided and wide pads, 1x1 planes
+      {2, 16, 16, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+      {1, 8, 24, 15, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},
+      {1, 8, 8, 9, 13, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1},
+      {1, 8, 16, 1, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+      {1, 8, 8, 5, 6, 3, 3, 1, 1, 1, 1, 3, 4, 2, 5},
+      // dilation, non-square windows, different strides per axis
+      {1, 8, 16, 12, 12, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2},
+      {1, 16, 8, 10, 9, 3, 5, 1, 2, 1, 1, 1, 2, 1, 2},
+      // more input channels than one pass over them takes (3x3: 7 blocks, 1x1: 64 blocks)
+      {1, 64, 16, 6, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+      {1, 528, 8, 3, 5, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+      // 7x7 stride 2 (ResNet's stem on a blocked input) and 5x5
+      {1, 8, 16, 23, 23, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3},
+      {2, 8, 8, 11, 11, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},
+  };
+  // plain NCHW input (the RGB stem: 3 channels, MobileNetV2's 3x3/2 and ResNet's 7x7/2)
+  ConvCase stem3{1, 3, 32, 32, 32, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1};
+  stem3.plain_input = true;
+  ConvCase stem7{2, 3, 16, 29, 29, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3};
+  stem7.plain_input = true;
+  ConvCase odd{1, 5, 8, 6, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1};
+  odd.plain_input = true;
+  cases.insert(cases.end(), {stem3, stem7, odd});
+  // depthwise: MobileNetV2's 3x3 stride 1 / 2, 5x5, dilation, planes down to 1x1
+  for (ConvCase d : std::vector<ConvCase>{{1, 16, 16, 28, 28, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+                                          {2, 8, 8, 15, 15, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1},
+                                          {1, 24, 24, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+                                          {1, 8, 8, 11, 10, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2},
+                                          {1, 8, 8, 9, 9, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2},
+                                          {1, 8, 8, 1, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}}) {
+    d.depthwise = true;
+    cases.push_back(d);
+  }
+  return cases;
+}
+
+KERNEL_TEST(NchwcConv_Geometries_BothPaths_VsNaive) {
+  uint32_t seed = 12000;
+  ForEachSimdPath([&] {
+    for (const ConvCase& k : Geometries()) RunConv(k, kPlain, seed += 4);
+  });
+}
+
+KERNEL_TEST(NchwcConv_Epilogues_BothPaths_VsNaive) {
+  const Epi epilogues[] = {
+      {"", {}, true, false},        {"Relu", {}, true, false},   {"Clip", {0, 6}, true, true},
+      {"Clip", {-0.5, 0.25}, false, false}, {"Sigmoid", {}, true, false}, {"HardSwish", {}, false, true},
+      {"Relu", {}, true, true},
+  };
+  ConvCase stem{1, 3, 16, 12, 12, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1};
+  stem.plain_input = true;
+  ConvCase dw{1, 16, 16, 9, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1};
+  dw.depthwise = true;
+  const ConvCase shapes[] = {{1, 16, 24, 20, 20, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+                             {1, 8, 16, 9, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+                             {1, 72, 16, 5, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},  // two passes over the channels
+                             stem, dw};
+  uint32_t seed = 13000;
+  ForEachSimdPath([&] {
+    for (const Epi& e : epilogues)
+      for (const ConvCase& k : shapes) RunConv(k, e, seed += 4);
+  });
+}
+
+KERNEL_TEST(NchwcConv_BadSpecs_RaiseNamedErrors) {
+  auto conv = [](std::vector<int64_t> x, std::vector<int64_t> w, std::vector<int64_t> y, int64_t group) {
+    KernelTester t("NchwcConv");
+    t.Attrs({{"kernel_shape", {3, 3}}, {"strides", {1, 1}}, {"dilations", {1, 1}}, {"pads", {1, 1, 1, 1}},
+             {"group", group}})
+        .Attr("activation", "")
+        .Attr("activation_params", std::vector<double>{})
+        .Attr("has_bias", 0)
+        .Attr("has_sum", 0);
+    t.AddInput(F32, x, std::vector<double>(static_cast<size_t>(NumElements(x))));
+    t.AddInput(F32, w, std::vector<double>(static_cast<size_t>(NumElements(w))));
+    t.AddOutput(F32, y, std::vector<double>(static_cast<size_t>(NumElements(y))));
+    return t;
+  };
+  conv({1, 2, 5, 5, 8}, {1, 2, 3, 3, 8, 4}, {1, 1, 5, 5, 8}, 1).ExpectError(kInvalid, "weights W has shape");
+  conv({1, 2, 5, 5, 8}, {1, 2, 3, 3, 8, 8}, {1, 1, 4, 5, 8}, 1).ExpectError(kInvalid, "output 0 has shape");
+  conv({1, 2, 5, 5, 4}, {1, 2, 3, 3, 8, 8}, {1, 1, 5, 5, 8}, 1).ExpectError(kInvalid, "blocked tensor");
+  conv({1, 4, 5, 5, 8}, {2, 2, 3, 3, 8, 8}, {1, 2, 5, 5, 8}, 2).ExpectError(kUnimpl, "group 2");
+  conv({1, 16, 5, 5}, {2, 3, 3, 8}, {1, 2, 5, 5, 8}, 16).ExpectError(kUnimpl, "group 16");
+  conv({1, 2, 5, 5, 8}, {2, 3, 1, 8}, {1, 2, 5, 5, 8}, 16).ExpectError(kInvalid, "depthwise weights W");
+}
+
+KERNEL_TEST(NchwcMaxPool_BothPaths_VsNaive) {
+  struct PoolCase {
+    int64_t n, c, h, w, kh, kw, sh, sw, pt, pl, pb, pr;
+    bool ceil;
+  };
+  const PoolCase cases[] = {
+      {1, 16, 12, 12, 3, 3, 2, 2, 1, 1, 1, 1, false},  // ResNet's 3x3/2 pads 1
+      {2, 8, 7, 9, 2, 2, 2, 2, 0, 0, 0, 0, false},
+      {1, 8, 7, 7, 3, 3, 2, 2, 0, 0, 0, 0, true},      // ceil_mode: the last window is clipped
+      {1, 8, 5, 6, 3, 3, 1, 1, 2, 2, 2, 2, false},
+  };
+  uint32_t seed = 14000;
+  ForEachSimdPath([&] {
+    for (const PoolCase& k : cases) {
+      const int64_t span_h = (k.h + k.pt + k.pb - k.kh), span_w = (k.w + k.pl + k.pr - k.kw);
+      const int64_t oh = (k.ceil ? (span_h + k.sh - 1) / k.sh : span_h / k.sh) + 1;
+      const int64_t ow = (k.ceil ? (span_w + k.sw - 1) / k.sw : span_w / k.sw) + 1;
+      const auto x = AsFloat32(RandomValues(k.n * k.c * k.h * k.w, -3, 3, seed += 2));
+      std::vector<double> y(static_cast<size_t>(k.n * k.c * oh * ow));
+      for (int64_t p = 0; p < k.n * k.c; ++p)
+        for (int64_t i = 0; i < oh; ++i)
+          for (int64_t j = 0; j < ow; ++j) {
+            double m = -std::numeric_limits<double>::infinity();
+            for (int64_t a = 0; a < k.kh; ++a)
+              for (int64_t d = 0; d < k.kw; ++d) {
+                const int64_t ih = i * k.sh - k.pt + a, iw = j * k.sw - k.pl + d;
+                if (ih >= 0 && ih < k.h && iw >= 0 && iw < k.w)
+                  m = std::max(m, x[static_cast<size_t>((p * k.h + ih) * k.w + iw)]);
+              }
+            y[static_cast<size_t>((p * oh + i) * ow + j)] = m;
+          }
+      KernelTester("NchwcMaxPool")
+          .Attrs({{"kernel_shape", {k.kh, k.kw}}, {"strides", {k.sh, k.sw}}, {"dilations", {1, 1}},
+                  {"pads", {k.pt, k.pl, k.pb, k.pr}}})
+          .AddInput(F32, {k.n, k.c / B, k.h, k.w, B}, Block(x, k.n, k.c, k.h * k.w))
+          .AddOutput(F32, {k.n, k.c / B, oh, ow, B}, Block(y, k.n, k.c, oh * ow))
+          .Run();
+    }
+  });
+  KernelTester("NchwcMaxPool")
+      .Attrs({{"kernel_shape", {3, 3}}, {"strides", {2, 2}}, {"dilations", {1, 1}}, {"pads", {0, 0, 0, 0}}})
+      .AddInput(F32, {1, 1, 7, 7, 8}, std::vector<double>(392))
+      .AddOutput(F32, {1, 1, 5, 3, 8}, std::vector<double>(120))
+      .ExpectError(kInvalid, "output Y has shape");
+}
+
+KERNEL_TEST(NchwcReorders_RoundTrip_MatchTheLayout) {
+  const int64_t n = 2, c = 16, h = 5, w = 67;  // 335 pixels: more than one 256-pixel strip
+  const auto x = AsFloat32(RandomValues(n * c * h * w, -1, 1, 15000));
+  const auto blocked = Block(x, n, c, h * w);
+  KernelTester("ToNchwc").AddInput(F32, {n, c, h, w}, x).AddOutput(F32, {n, c / B, h, w, B}, blocked).Run();
+  KernelTester("FromNchwc").AddInput(F32, {n, c / B, h, w, B}, blocked).AddOutput(F32, {n, c, h, w}, x).Run();
+  KernelTester("ToNchwc")
+      .AddInput(F32, {1, 12, 2, 2}, std::vector<double>(48))
+      .AddOutput(F32, {1, 2, 2, 2, 8}, std::vector<double>(64))
+      .ExpectError(kInvalid, "input X has shape");
+  KernelTester("FromNchwc")
+      .AddInput(F32, {1, 2, 2, 2, 4}, std::vector<double>(32))
+      .AddOutput(F32, {1, 8, 2, 2}, std::vector<double>(32))
+      .ExpectError(kInvalid, "blocked tensor");
+}
+
+}  // namespace
+}  // namespace test
+}  // namespace tfpopef

@@ -1,0 +1,238 @@
+"""Numpy reference implementations of the compiler's internal ops (domain ai.tfpopef) for
+onnx.reference.ReferenceEvaluator, written from their specification (docs/popef.md, "Internal
+ops") and independent of the compiler's own code, so that a rewritten model can be checked
+numerically against onnxruntime on the original one:
+
+    ReferenceEvaluator(model, new_ops=INTERNAL_OPS).run(None, feeds)
+
+ToNchwc, FromNchwc, NchwcConv (the three variants), NchwcMaxPool, FusedConv and FusedElementwise.
+Everything computes in float64 and returns float32."""
+import math
+
+import numpy as np
+from onnx.reference.op_run import OpRun
+
+DOMAIN = "ai.tfpopef"
+BLOCK = 8
+
+
+# --- layouts -----------------------------------------------------------------------------------
+def to_blocked(x: np.ndarray) -> np.ndarray:
+    """[N, C, H, W] -> [N, C/8, H, W, 8], element (n, c, h, w) at [n, c // 8, h, w, c % 8]."""
+    n, c, h, w = x.shape
+    assert c % BLOCK == 0, x.shape
+    return np.ascontiguousarray(x.reshape(n, c // BLOCK, BLOCK, h, w).transpose(0, 1, 3, 4, 2))
+
+
+def from_blocked(x: np.ndarray) -> np.ndarray:
+    n, cb, h, w, b = x.shape
+    assert b == BLOCK, x.shape
+    return np.ascontiguousarray(x.transpose(0, 1, 4, 2, 3).reshape(n, cb * BLOCK, h, w))
+
+
+def onnx_weights(w: np.ndarray, x_rank: int, group: int) -> np.ndarray:
+    """NchwcConv's W back to ONNX's [M, C/group, KH, KW], by the contract's index formulas."""
+    if x_rank == 4:  # plain input: W[ob, c, kh, kw, o] = W_onnx[8ob + o, c, kh, kw]
+        mb, c, kh, kw, _ = w.shape
+        return w.transpose(0, 4, 1, 2, 3).reshape(mb * BLOCK, c, kh, kw)
+    if group == 1:  # W[ob, ib, kh, kw, i, o] = W_onnx[8ob + o, 8ib + i, kh, kw]
+        mb, cb, kh, kw, _, _ = w.shape
+        return w.transpose(0, 5, 1, 4, 2, 3).reshape(mb * BLOCK, cb * BLOCK, kh, kw)
+    cb, kh, kw, _ = w.shape  # depthwise: W[cb, kh, kw, l] = W_onnx[8cb + l, 0, kh, kw]
+    return w.transpose(0, 3, 1, 2).reshape(cb * BLOCK, 1, kh, kw)
+
+
+# --- plain NCHW kernels --------------------------------------------------------------------------
+def conv2d(x, w, strides, dilations, pads, group):
+    """ONNX Conv (NCHW, explicit pads [top, left, bottom, right]) in float64."""
+    x, w = x.astype(np.float64), w.astype(np.float64)
+    n, c, h, wd = x.shape
+    m, cg, kh, kw = w.shape
+    (sh, sw), (dh, dw) = strides, dilations
+    xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+    oh = (h + pads[0] + pads[2] - dh * (kh - 1) - 1) // sh + 1
+    ow = (wd + pads[1] + pads[3] - dw * (kw - 1) - 1) // sw + 1
+    xg = xp.reshape(n, group, cg, xp.shape[2], xp.shape[3])
+    wg = w.reshape(group, m // group, cg, kh, kw)
+    y = np.zeros((n, group, m // group, oh, ow))
+    for i in range(kh):
+        for j in range(kw):
+            patch = xg[:, :, :, i * dh:i * dh + sh * (oh - 1) + 1:sh, j * dw:j * dw + sw * (ow - 1) + 1:sw]
+            y += np.einsum("ngchw,gmc->ngmhw", patch, wg[:, :, :, i, j])
+    return y.reshape(n, m, oh, ow)
+
+
+def max_pool2d(x, kernel_shape, strides, dilations, pads, ceil_mode):
+    """ONNX MaxPool (one output): padding never wins, ceil_mode drops a last window that would
+    start in the end padding."""
+    n, c, h, w = x.shape
+    out = []
+    for i, size in enumerate((h, w)):
+        k, s, d = kernel_shape[i], strides[i], dilations[i]
+        span = size + pads[i] + pads[i + 2] - d * (k - 1) - 1
+        o = (-(-span // s) if ceil_mode else span // s) + 1
+        if ceil_mode and (o - 1) * s >= size + pads[i]:
+            o -= 1
+        out.append(o)
+    oh, ow = out
+    (kh, kw), (sh, sw), (dh, dw) = kernel_shape, strides, dilations
+    bottom = max(pads[2], (oh - 1) * sh + dh * (kh - 1) + 1 - h - pads[0])
+    right = max(pads[3], (ow - 1) * sw + dw * (kw - 1) + 1 - w - pads[1])
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pads[0], bottom), (pads[1], right)), constant_values=-np.inf)
+    y = np.full((n, c, oh, ow), -np.inf)
+    for i in range(kh):
+        for j in range(kw):
+            y = np.maximum(y, xp[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh, j * dw:j * dw + sw * (ow - 1) + 1:sw])
+    return y
+
+
+_erf = np.vectorize(math.erf)
+
+
+def _sigmoid(v):
+    return 1.0 / (1.0 + np.exp(-v))
+
+
+def apply_activation(y, name, params):
+    """The epilogue activations (docs/popef.md: FusedConv's `activation` / `activation_params`)."""
+    p = [float(v) for v in (params if params is not None else [])]
+    if name in ("", None):
+        return y
+    if name == "Relu":
+        return np.maximum(y, 0.0)
+    if name == "Clip":
+        return np.minimum(np.maximum(y, p[0]), p[1])
+    if name == "LeakyRelu":
+        return np.where(y >= 0, y, p[0] * y)
+    if name == "Sigmoid":
+        return _sigmoid(y)
+    if name == "Swish":
+        return y * _sigmoid(p[0] * y)
+    if name == "HardSigmoid":
+        return np.clip(p[0] * y + p[1], 0.0, 1.0)
+    if name == "HardSwish":
+        return y * np.clip(y / 6.0 + 0.5, 0.0, 1.0)
+    if name == "GeluErf":
+        return 0.5 * y * (1.0 + _erf(y / math.sqrt(2.0)))
+    if name == "GeluTanh":
+        return 0.5 * y * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (y + 0.044715 * y ** 3)))
+    if name == "Tanh":
+        return np.tanh(y)
+    raise ValueError(f"unknown activation {name!r}")
+
+
+def _text(v):
+    return v.decode() if isinstance(v, bytes) else (v or "")
+
+
+def _window(strides, dilations, pads):
+    """Absent attributes at ONNX's defaults (2-D)."""
+    return list(strides or [1, 1]), list(dilations or [1, 1]), list(pads or [0, 0, 0, 0])
+
+
+# --- the ops -------------------------------------------------------------------------------------
+class ToNchwc(OpRun):
+    op_domain = DOMAIN
+
+    def _run(self, x):
+        return (to_blocked(x),)
+
+
+class FromNchwc(OpRun):
+    op_domain = DOMAIN
+
+    def _run(self, x):
+        return (from_blocked(x),)
+
+
+class NchwcConv(OpRun):
+    op_domain = DOMAIN
+
+    def _run(self, x, w, b=None, s=None, kernel_shape=None, strides=None, dilations=None, pads=None, group=None,
+             activation=None, activation_params=None):
+        group = int(group or 1)
+        w_onnx = onnx_weights(w, x.ndim, group)
+        x_plain = x if x.ndim == 4 else from_blocked(x)
+        if kernel_shape is not None:
+            assert list(kernel_shape) == list(w_onnx.shape[2:]), (kernel_shape, w_onnx.shape)
+        strides, dilations, pads = _window(strides, dilations, pads)
+        y = conv2d(x_plain, w_onnx, strides, dilations, pads, group)
+        if b is not None:
+            y = y + b.astype(np.float64).reshape(1, -1, 1, 1)
+        if s is not None:
+            y = y + from_blocked(s).astype(np.float64)
+        y = apply_activation(y, _text(activation), activation_params)
+        return (to_blocked(y.astype(np.float32)),)
+
+
+class NchwcMaxPool(OpRun):
+    op_domain = DOMAIN
+
+    def _run(self, x, kernel_shape=None, strides=None, dilations=None, pads=None, ceil_mode=None):
+        strides, dilations, pads = _window(strides, dilations, pads)
+        y = max_pool2d(from_blocked(x), list(kernel_shape), strides, dilations, pads, int(ceil_mode or 0))
+        return (to_blocked(y.astype(np.float32)),)
+
+
+class FusedConv(OpRun):
+    """Conv (explicit pads or auto_pad NOTSET/VALID only) + bias + sum + activation, NCHW."""
+    op_domain = DOMAIN
+
+    def _run(self, x, w, b=None, s=None, auto_pad=None, kernel_shape=None, strides=None, dilations=None, pads=None,
+             group=None, activation=None, activation_params=None):
+        assert _text(auto_pad) in ("", "NOTSET", "VALID"), auto_pad
+        strides, dilations, pads = _window(strides, dilations, pads)
+        y = conv2d(x, w, strides, dilations, pads, int(group or 1))
+        if b is not None:
+            y = y + b.astype(np.float64).reshape(1, -1, 1, 1)
+        if s is not None:
+            y = y + s.astype(np.float64)
+        y = apply_activation(y, _text(activation), activation_params)
+        return (y.astype(x.dtype),)
+
+
+_UNARY = {"neg": np.negative, "abs": np.abs, "relu": lambda v: np.maximum(v, 0.0), "sqrt": np.sqrt,
+          "reciprocal": np.reciprocal, "exp": np.exp, "log": np.log, "tanh": np.tanh, "sigmoid": _sigmoid,
+          "erf": _erf}
+_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "max": np.maximum,
+           "min": np.minimum, "pow": np.power}
+
+
+class FusedElementwise(OpRun):
+    """The `program` (instructions `opcode operand...` joined by ';'; operands xI, tJ or literals)."""
+    op_domain = DOMAIN
+
+    def _run(self, *inputs, program=None):
+        xs = [np.asarray(v, np.float64) for v in inputs]
+        results = []
+
+        def operand(text):
+            if text[0] == "x":
+                return xs[int(text[1:])]
+            if text[0] == "t":
+                return results[int(text[1:])]
+            return float(text)
+
+        for instruction in _text(program).split(";"):
+            op, *args = instruction.split()
+            vals = [operand(a) for a in args]
+            with np.errstate(all="ignore"):
+                if op in _UNARY:
+                    results.append(_UNARY[op](vals[0]))
+                elif op in _BINARY:
+                    results.append(_BINARY[op](vals[0], vals[1]))
+                elif op == "clip":
+                    results.append(np.minimum(np.maximum(vals[0], vals[1]), vals[2]))
+                else:
+                    raise ValueError(f"unknown opcode {op!r}")
+        out = np.broadcast_to(results[-1], inputs[0].shape)
+        return (out.astype(inputs[0].dtype),)
+
+
+INTERNAL_OPS = [ToNchwc, FromNchwc, NchwcConv, NchwcMaxPool, FusedConv, FusedElementwise]
+
+
+def run_internal(model, feeds):
+    """The model's outputs with onnx's ReferenceEvaluator and these internal ops."""
+    from onnx.reference import ReferenceEvaluator
+    return [np.asarray(v) for v in ReferenceEvaluator(model, new_ops=INTERNAL_OPS).run(None, feeds)]
