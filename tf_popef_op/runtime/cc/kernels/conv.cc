@@ -133,22 +133,13 @@ std::unique_ptr<Kernel> CreateFloat32Conv(const KernelSpec& spec, bool fused) {
   }
   CheckOutputShape(spec, 0, expected);
   if (fused) {
-    p.has_bias = CheckedFlag(spec, "has_bias");
-    p.has_sum = CheckedFlag(spec, "has_sum");
-    const size_t want = 2 + (p.has_bias ? 1 : 0) + (p.has_sum ? 1 : 0);
-    if (spec.inputs.size() != want)
-      throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": has_bias = " + std::to_string(p.has_bias) +
-                                                   " and has_sum = " + std::to_string(p.has_sum) + " need " +
-                                                   std::to_string(want) + " inputs, got " +
-                                                   std::to_string(spec.inputs.size()));
+    const EpilogueInputs in = ReadEpilogueInputs(spec);
+    p.has_bias = in.has_bias;
+    p.has_sum = in.has_sum;
     if (p.has_bias && spec.inputs[2].shape != std::vector<int64_t>{p.m})
       throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": bias has shape " +
                                                    ShapeToString(spec.inputs[2].shape) + ", expected [" +
                                                    std::to_string(p.m) + "]");
-    if (p.has_sum && spec.inputs.back().shape != y)
-      throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": sum has shape " +
-                                                   ShapeToString(spec.inputs.back().shape) +
-                                                   ", expected the output shape " + ShapeToString(y));
     p.epilogue = ReadEpilogue(spec);
   } else {
     p.has_bias = HasConvBias(spec, p.m);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "tf_popef_op/runtime/cc/kernels/kernel.h"
+#include "tf_popef_op/runtime/cc/kernels/kernel_checks.h"
 #include "tf_popef_op/runtime/cc/kernels/vector_math.h"
 
 namespace tfpopef {
@@ -111,6 +112,31 @@ struct Epilogue {
     return e / (1.0f + e);
   }
 };
+
+// The optional inputs after a fused op's two operands, announced by the 0/1 step attributes
+// has_bias / has_sum. Checks that exactly those inputs are there and that the sum has the
+// output's shape (the bias's shape is each op's own: [M], [N] or Gemm's broadcastable C).
+struct EpilogueInputs {
+  bool has_bias = false, has_sum = false;
+};
+
+inline EpilogueInputs ReadEpilogueInputs(const KernelSpec& spec) {
+  EpilogueInputs in;
+  in.has_bias = CheckedFlag(spec, "has_bias");
+  in.has_sum = CheckedFlag(spec, "has_sum");
+  const size_t want = 2 + (in.has_bias ? 1 : 0) + (in.has_sum ? 1 : 0);
+  if (spec.inputs.size() != want)
+    throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": has_bias = " + std::to_string(in.has_bias) +
+                                                 " and has_sum = " + std::to_string(in.has_sum) + " need " +
+                                                 std::to_string(want) + " inputs, got " +
+                                                 std::to_string(spec.inputs.size()));
+  const std::vector<int64_t>& out = spec.outputs.at(0).shape;
+  if (in.has_sum && spec.inputs.back().shape != out)
+    throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": sum has shape " +
+                                                 ShapeToString(spec.inputs.back().shape) +
+                                                 ", expected the output shape " + ShapeToString(out));
+  return in;
+}
 
 // Reads `activation` / `activation_params`; unknown names or a wrong parameter count raise an
 // error naming the step.

@@ -101,18 +101,9 @@ std::unique_ptr<Kernel> CreateFloat32Gemm(const KernelSpec& spec, bool fused) {
   for (int64_t v : {a[0], a[1], b[0], b[1]}) CheckBlasDim(spec, "a dimension of A or B", v);
 
   if (fused) {
-    p.has_c = CheckedFlag(spec, "has_bias");
-    p.has_sum = CheckedFlag(spec, "has_sum");
-    const size_t want = 2 + (p.has_c ? 1 : 0) + (p.has_sum ? 1 : 0);
-    if (spec.inputs.size() != want)
-      throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": has_bias = " + std::to_string(p.has_c) +
-                                                   " and has_sum = " + std::to_string(p.has_sum) + " need " +
-                                                   std::to_string(want) + " inputs, got " +
-                                                   std::to_string(spec.inputs.size()));
-    if (p.has_sum && spec.inputs.back().shape != out)
-      throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": sum has shape " +
-                                                   ShapeToString(spec.inputs.back().shape) +
-                                                   ", expected the output shape " + ShapeToString(out));
+    const EpilogueInputs in = ReadEpilogueInputs(spec);
+    p.has_c = in.has_bias;
+    p.has_sum = in.has_sum;
     p.epilogue = ReadEpilogue(spec);
   } else {
     p.has_c = spec.inputs.size() == 3;

@@ -90,6 +90,14 @@ inline void CheckOutputShape(const KernelSpec& spec, size_t index, const std::ve
                                                  ShapeToString(implied));
 }
 
+// An input whose shape the op fixes (weights, state, bias): `what` names it ("weights W").
+inline void CheckShape(const KernelSpec& spec, const std::string& what, const std::vector<int64_t>& got,
+                       const std::vector<int64_t>& expected) {
+  if (got != expected)
+    throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": " + what + " has shape " + ShapeToString(got) +
+                                                 ", expected " + ShapeToString(expected));
+}
+
 // A normalized axis attribute: 0 <= axis < rank.
 inline int64_t CheckedAxis(const KernelSpec& spec, const std::string& attr, size_t rank) {
   const int64_t axis = spec.attrs.Int(attr);

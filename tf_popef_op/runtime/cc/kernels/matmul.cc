@@ -109,22 +109,13 @@ std::unique_ptr<Kernel> CreateFloat32MatMul(const KernelSpec& spec, bool fused) 
   bool has_bias = false, has_sum = false;
   Epilogue epilogue;
   if (fused) {
-    has_bias = CheckedFlag(spec, "has_bias");
-    has_sum = CheckedFlag(spec, "has_sum");
-    const size_t want = 2 + (has_bias ? 1 : 0) + (has_sum ? 1 : 0);
-    if (spec.inputs.size() != want)
-      throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": has_bias = " + std::to_string(has_bias) +
-                                                   " and has_sum = " + std::to_string(has_sum) + " need " +
-                                                   std::to_string(want) + " inputs, got " +
-                                                   std::to_string(spec.inputs.size()));
+    const EpilogueInputs in = ReadEpilogueInputs(spec);
+    has_bias = in.has_bias;
+    has_sum = in.has_sum;
     if (has_bias && spec.inputs[2].shape != std::vector<int64_t>{n})
       throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": bias has shape " +
                                                    ShapeToString(spec.inputs[2].shape) + ", expected [" +
                                                    std::to_string(n) + "]");
-    if (has_sum && spec.inputs.back().shape != out)
-      throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": sum has shape " +
-                                                   ShapeToString(spec.inputs.back().shape) +
-                                                   ", expected the output shape " + ShapeToString(out));
     epilogue = ReadEpilogue(spec);
   } else if (spec.inputs.size() != 2) {
     throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": MatMul takes 2 inputs");

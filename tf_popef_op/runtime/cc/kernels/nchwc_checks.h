@@ -12,13 +12,6 @@
 namespace tfpopef {
 namespace kernels {
 
-inline void CheckShapeIs(const KernelSpec& spec, const std::string& what, const std::vector<int64_t>& got,
-                         const std::vector<int64_t>& expected) {
-  if (got != expected)
-    throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": " + what + " has shape " + ShapeToString(got) +
-                                                 ", expected " + ShapeToString(expected));
-}
-
 // A blocked tensor [N, C/8, H, W, 8].
 inline void CheckBlocked(const KernelSpec& spec, const std::string& what, const std::vector<int64_t>& shape) {
   if (shape.size() != 5 || shape[4] != kNchwcBlock)

@@ -47,7 +47,7 @@ struct NchwcConvParams {
   bool weights_outer = false;  // items ordered block-group first (weights bigger than the input)
   bool pad_copy = false;       // run on a zero-padded copy of X (in scratch) with geometry `padded`
   NchwcGeometry padded;
-  int64_t pad_bottom = 0, pad_right = 0;
+  int64_t pad_bottom = 0;
   int64_t segments = 1, segment = 0;  // per output row
   int64_t block_groups = 0;           // regular: ceil(M/8 / kItemBlocks); depthwise: M/8
   NchwcEpilogue epilogue;             // bias/sum pointers filled per run
@@ -140,17 +140,11 @@ std::unique_ptr<Kernel> CreateNchwcConv(const KernelSpec& spec) {
   CheckArity(spec, 2, 4, 1);
   CheckSameDType(spec, {DType::kFloat32});
   NchwcConvParams p;
-  p.has_bias = CheckedFlag(spec, "has_bias");
-  p.has_sum = CheckedFlag(spec, "has_sum");
-  const size_t want = 2 + (p.has_bias ? 1 : 0) + (p.has_sum ? 1 : 0);
-  if (spec.inputs.size() != want)
-    throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": has_bias = " + std::to_string(p.has_bias) +
-                                                 " and has_sum = " + std::to_string(p.has_sum) + " need " +
-                                                 std::to_string(want) + " inputs, got " +
-                                                 std::to_string(spec.inputs.size()));
+  const EpilogueInputs in = ReadEpilogueInputs(spec);
+  p.has_bias = in.has_bias;
+  p.has_sum = in.has_sum;
   const auto& x = spec.inputs[0].shape;
   const auto& w = spec.inputs[1].shape;
-  const auto& y = spec.outputs[0].shape;
   NchwcGeometry& g = p.g;
   const int64_t group = spec.attrs.Int("group");
   const bool blocked_input = x.size() == 5;
@@ -168,21 +162,20 @@ std::unique_ptr<Kernel> CreateNchwcConv(const KernelSpec& spec) {
   if (group == 1) {
     if (w.empty()) throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": weights have no dims");
     g.out_blocks = w[0];
-    CheckShapeIs(spec, "weights W", w,
-                 blocked_input ? std::vector<int64_t>{g.out_blocks, g.in_blocks, g.kh, g.kw, kNchwcBlock, kNchwcBlock}
-                               : std::vector<int64_t>{g.out_blocks, c, g.kh, g.kw, kNchwcBlock});
+    CheckShape(spec, "weights W", w,
+               blocked_input ? std::vector<int64_t>{g.out_blocks, g.in_blocks, g.kh, g.kw, kNchwcBlock, kNchwcBlock}
+                             : std::vector<int64_t>{g.out_blocks, c, g.kh, g.kw, kNchwcBlock});
   } else if (group == c && blocked_input) {
     p.depthwise = true;
     g.out_blocks = g.in_blocks;
-    CheckShapeIs(spec, "depthwise weights W", w, {g.in_blocks, g.kh, g.kw, kNchwcBlock});
+    CheckShape(spec, "depthwise weights W", w, {g.in_blocks, g.kh, g.kw, kNchwcBlock});
   } else {
     throw Error(ErrorCode::kUnimplemented,
                 spec.Where() + ": group " + std::to_string(group) + " with input " + ShapeToString(x) +
                     " (supported: group 1, or group == C with a blocked input: depthwise)");
   }
   CheckOutputShape(spec, 0, {p.n, g.out_blocks, g.oh, g.ow, kNchwcBlock});
-  if (p.has_bias) CheckShapeIs(spec, "bias B", spec.inputs[2].shape, {g.out_blocks * kNchwcBlock});
-  if (p.has_sum) CheckShapeIs(spec, "sum", spec.inputs.back().shape, y);
+  if (p.has_bias) CheckShape(spec, "bias B", spec.inputs[2].shape, {g.out_blocks * kNchwcBlock});
   p.epilogue = ReadNchwcEpilogue(spec);
   p.tiles = NchwcTiles();
   // A 1x1 stride-1 unpadded convolution reads pixel i for output pixel i: one long row.
@@ -200,12 +193,12 @@ std::unique_ptr<Kernel> CreateNchwcConv(const KernelSpec& spec) {
   p.weights_outer = !p.depthwise && Product(w) > g.in_image_stride();
   const std::vector<int64_t> pads = spec.attrs.Ints("pads");
   p.pad_bottom = pads[2];
-  p.pad_right = pads[3];
-  p.pad_copy = !p.depthwise && blocked_input && g.ow <= kPadCopyMaxWidth && (g.pad_left > 0 || p.pad_right > 0);
+  const int64_t pad_right = pads[3];
+  p.pad_copy = !p.depthwise && blocked_input && g.ow <= kPadCopyMaxWidth && (g.pad_left > 0 || pad_right > 0);
   if (p.pad_copy) {
     p.padded = g;
     p.padded.h = g.h + g.pad_top + p.pad_bottom;
-    p.padded.w = g.w + g.pad_left + p.pad_right;
+    p.padded.w = g.w + g.pad_left + pad_right;
     p.padded.pad_top = p.padded.pad_left = 0;
   }
   return std::make_unique<NchwcConvKernel>(p);

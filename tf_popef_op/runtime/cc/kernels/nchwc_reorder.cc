@@ -54,8 +54,8 @@ std::unique_ptr<Kernel> CreateReorder(const KernelSpec& spec, bool to_blocked) {
   const auto& plain = to_blocked ? spec.inputs[0].shape : spec.outputs[0].shape;
   const auto& blocked = to_blocked ? spec.outputs[0].shape : spec.inputs[0].shape;
   CheckBlocked(spec, to_blocked ? "output Y" : "input X", blocked);
-  CheckShapeIs(spec, to_blocked ? "input X" : "output Y", plain,
-               {blocked[0], blocked[1] * kNchwcBlock, blocked[2], blocked[3]});
+  CheckShape(spec, to_blocked ? "input X" : "output Y", plain,
+             {blocked[0], blocked[1] * kNchwcBlock, blocked[2], blocked[3]});
   return std::make_unique<NchwcReorderKernel>(blocked[0] * blocked[1], blocked[2] * blocked[3], to_blocked);
 }
 

@@ -69,8 +69,6 @@ struct NchwcTileFns {
   NchwcConvRowFn conv_row;
   NchwcDepthwiseRowFn depthwise_row;
   NchwcMaxPoolRowFn max_pool_row;
-  int conv_tile_pixels;       // P of the regular convolution's tiles
-  int conv_tile_blocks;       // OB of the regular convolution's tiles
 };
 
 // The build for this host's SIMD path (vector_math.h's ActivePath, TF_POPEF_SIMD).

@@ -37,7 +37,7 @@ inline V VMin(V a, V b) { return _mm256_min_ps(a, b); }
 
 }  // namespace
 
-const NchwcTileFns kNchwcAvx2Tiles = {ConvRow, DepthwiseRow, MaxPoolRow, kConvTilePixels, kConvTileBlocks};
+const NchwcTileFns kNchwcAvx2Tiles = {ConvRow, DepthwiseRow, MaxPoolRow};
 
 }  // namespace kernels
 }  // namespace tfpopef

@@ -35,7 +35,7 @@ inline V VMin(V a, V b) { return a < b ? a : b; }
 
 }  // namespace
 
-const NchwcTileFns kNchwcPortableTiles = {ConvRow, DepthwiseRow, MaxPoolRow, kConvTilePixels, kConvTileBlocks};
+const NchwcTileFns kNchwcPortableTiles = {ConvRow, DepthwiseRow, MaxPoolRow};
 
 const NchwcTileFns& NchwcTiles() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))

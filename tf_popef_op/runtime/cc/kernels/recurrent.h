@@ -121,13 +121,6 @@ inline int AssignIndices(const KernelSpec& spec, const std::vector<std::pair<std
   return next;
 }
 
-inline void CheckShape(const KernelSpec& spec, const std::string& what, const std::vector<int64_t>& got,
-                const std::vector<int64_t>& expected) {
-  if (got != expected)
-    throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": " + what + " has shape " + ShapeToString(got) +
-                                                 ", expected " + ShapeToString(expected));
-}
-
 // What LSTM and GRU share: layout, direction, clip and the indices of the optional inputs
 // (B, initial_h) and outputs (Y, Y_h); -1 when absent.
 struct RecurrentParams {
