@@ -180,11 +180,26 @@ KERNEL_TEST(VectorMath_TailsInPlaceAndBounds_BothPaths) {
 
 KERNEL_TEST(VectorMath_SimdSetting) {
   EXPECT_TRUE(vm::SimdPathFromSetting("portable") == vm::SimdPath::kPortable);
-  const vm::SimdPath best = vm::CpuHasAvx2Fma() ? vm::SimdPath::kAvx2 : vm::SimdPath::kPortable;
+  const vm::SimdPath best = vm::CpuHasAvx512()    ? vm::SimdPath::kAvx512
+                            : vm::CpuHasAvx2Fma() ? vm::SimdPath::kAvx2
+                                                  : vm::SimdPath::kPortable;
   EXPECT_TRUE(vm::SimdPathFromSetting(nullptr) == best);
   EXPECT_TRUE(vm::SimdPathFromSetting("") == best);
   EXPECT_TRUE(vm::SimdPathFromSetting("auto") == best);
   if (vm::CpuHasAvx2Fma()) EXPECT_TRUE(vm::SimdPathFromSetting("avx2") == vm::SimdPath::kAvx2);
+  if (vm::CpuHasAvx512()) EXPECT_TRUE(vm::SimdPathFromSetting("avx512") == vm::SimdPath::kAvx512);
+  EXPECT_TRUE(!vm::CpuHasAvx512() || vm::CpuHasAvx2Fma());  // AVX-512 path includes the AVX2 code
+  for (const char* name : {"avx2", "avx512"}) {  // a path the CPU lacks is refused, named
+    const vm::SimdPath path = std::string(name) == "avx2" ? vm::SimdPath::kAvx2 : vm::SimdPath::kAvx512;
+    if (path == vm::SimdPath::kAvx2 ? vm::CpuHasAvx2Fma() : vm::CpuHasAvx512()) continue;
+    bool refused = false;
+    try {
+      vm::SimdPathFromSetting(name);
+    } catch (const Error& e) {
+      refused = e.code() == ErrorCode::kUnimplemented;
+    }
+    EXPECT_TRUE(refused);
+  }
   for (const char* bad : {"AVX2", "sse", "1", "portable "}) {
     std::string message;
     try {
@@ -193,7 +208,7 @@ KERNEL_TEST(VectorMath_SimdSetting) {
       message = e.what();
       EXPECT_TRUE(e.code() == ErrorCode::kInvalidArgument);
     }
-    if (message != "TF_POPEF_SIMD=\"" + std::string(bad) + "\": expected 'auto', 'avx2' or 'portable'")
+    if (message != "TF_POPEF_SIMD=\"" + std::string(bad) + "\": expected 'auto', 'avx512', 'avx2' or 'portable'")
       Fail(std::string("TF_POPEF_SIMD=") + bad + " gave '" + message + "'");
   }
 }

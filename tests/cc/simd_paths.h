@@ -1,5 +1,5 @@
 // Runs a test body under every SIMD path of the kernels (vector_math.h), for the kernel tests
-// that must hold on the portable build as well as on the AVX2+FMA one.
+// that must hold on the portable build as well as on the AVX2+FMA and AVX-512 ones.
 #pragma once
 
 #include <functional>
@@ -12,12 +12,13 @@
 namespace tfpopef {
 namespace test {
 
-// Runs body once per SIMD path this CPU has (portable always, AVX2 when present), restoring
+// Runs body once per SIMD path this CPU has (portable always, AVX2 and AVX-512 when present), restoring
 // the path in use afterwards. Failures recorded meanwhile carry the path name.
 inline void ForEachSimdPath(const std::function<void()>& body) {
   namespace vm = kernels::vmath;
   std::vector<vm::SimdPath> paths = {vm::SimdPath::kPortable};
   if (vm::CpuHasAvx2Fma()) paths.push_back(vm::SimdPath::kAvx2);
+  if (vm::CpuHasAvx512()) paths.push_back(vm::SimdPath::kAvx512);
   const vm::SimdPath before = vm::ActivePath();
   for (vm::SimdPath path : paths) {
     vm::SetPathForTesting(path);

@@ -106,4 +106,4 @@ def test_bad_simd_value_fails_preparation_clearly(chain, tmp_path):
     model_path, x_path, _ = chain
     status, _ = _run(tmp_path, model_path, x_path, "sse9")
     assert status.startswith("InvalidArgumentError:"), status
-    assert "TF_POPEF_SIMD=\"sse9\": expected 'auto', 'avx2' or 'portable'" in status
+    assert "TF_POPEF_SIMD=\"sse9\": expected 'auto', 'avx512', 'avx2' or 'portable'" in status

@@ -70,7 +70,7 @@ void DepthwiseChannelAvx2(const SpatialGeometry& g, const float* x, const float*
 }  // namespace
 
 DepthwiseFn SelectDepthwiseChannel() {
-  return vmath::ActivePath() == vmath::SimdPath::kAvx2 ? DepthwiseChannelAvx2 : DepthwiseChannelPortable;
+  return vmath::UsesAvx2(vmath::ActivePath()) ? DepthwiseChannelAvx2 : DepthwiseChannelPortable;
 }
 
 // ================================================================ direct 3x3 / 5x5 kernel
@@ -82,7 +82,7 @@ DepthwiseDirectPlan PlanDepthwiseDirect(const SpatialGeometry& g) {
   const int64_t k = g.kernel[1], s = g.stride[1];
   if (!two_d || g.kernel[2] != k || (k != 3 && k != 5) || g.stride[2] != s || (s != 1 && s != 2) ||
       g.dilation[1] != 1 || g.dilation[2] != 1 || g.out[1] < 1 || g.out[2] < 1 ||
-      vmath::ActivePath() != vmath::SimdPath::kAvx2)
+      !vmath::UsesAvx2(vmath::ActivePath()))
     return plan;
   plan.usable = true;
   plan.kernel = static_cast<int>(k);

@@ -38,7 +38,7 @@ enum class InputKind { kFull, kRow, kScalar };
 
 const elementwise::BlockOps& ActiveBlockOps() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  if (vmath::ActivePath() == vmath::SimdPath::kAvx2) return elementwise::kAvx2BlockOps;
+  if (vmath::UsesAvx2(vmath::ActivePath())) return elementwise::kAvx2BlockOps;
 #endif
   return elementwise::kPortableBlockOps;
 }

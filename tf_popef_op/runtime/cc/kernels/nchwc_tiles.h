@@ -9,9 +9,10 @@
 // activations run over each finished row segment while it is in cache.
 //
 // Each function computes one output row segment; the kernels spread row segments over the
-// intra-op pool. The code is compiled twice (nchwc_tiles.inc): for AVX2+FMA, and portable
-// (GCC vector types, whatever the build's -march); NchwcTiles() picks one from vector_math.h's
-// run-time path (TF_POPEF_SIMD), so one build runs on any x86-64 host.
+// intra-op pool. The code is compiled three times (nchwc_tiles.inc): for AVX-512VL (tiles of 4
+// blocks in its 32 registers), for AVX2+FMA (2 blocks in 16), and portable (GCC vector types,
+// whatever the build's -march); NchwcTiles() picks one from vector_math.h's run-time path
+// (TF_POPEF_SIMD), so one build runs on any x86-64 host.
 #pragma once
 
 #include <cstdint>
@@ -75,8 +76,10 @@ struct NchwcTileFns {
 const NchwcTileFns& NchwcTiles();
 
 extern const NchwcTileFns kNchwcPortableTiles;
-// Defined only on x86-64 builds (nchwc_tiles_avx2.cc); use only when CpuHasAvx2Fma().
+// Defined only on x86-64 builds (nchwc_tiles_avx2.cc, nchwc_tiles_avx512.cc); use only when
+// CpuHasAvx2Fma() / CpuHasAvx512().
 extern const NchwcTileFns kNchwcAvx2Tiles;
+extern const NchwcTileFns kNchwcAvx512Tiles;
 
 }  // namespace kernels
 }  // namespace tfpopef

@@ -1,5 +1,5 @@
-// The AVX2+FMA build of the NCHW8c tile loops (nchwc_tiles.inc with V = __m256). Compiled for
-// AVX2+FMA through a target pragma whatever the build's -march, so it is entered only through
+// The AVX2+FMA build of the NCHW8c tile loops (nchwc_tiles_m256.inc). Compiled for AVX2+FMA
+// through a target pragma whatever the build's -march, so it is entered only through
 // NchwcTiles() after the CPU check; every header comes before the pragma (see
 // vector_math_avx2.cc for why).
 #include <algorithm>
@@ -22,18 +22,10 @@ namespace tfpopef {
 namespace kernels {
 namespace {
 
-using V = __m256;
-inline V VZero() { return _mm256_setzero_ps(); }
-inline V VSet(float v) { return _mm256_set1_ps(v); }
-inline V VLoad(const float* p) { return _mm256_loadu_ps(p); }
-inline void VStore(float* p, V v) { _mm256_storeu_ps(p, v); }
-inline V VBroadcast(const float* p) { return _mm256_broadcast_ss(p); }
-inline V VFma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
-inline V VAdd(V a, V b) { return _mm256_add_ps(a, b); }
-inline V VMax(V a, V b) { return _mm256_max_ps(a, b); }
-inline V VMin(V a, V b) { return _mm256_min_ps(a, b); }
+// 2 output blocks × 6 pixels: 12 accumulators of the 16 vector registers.
+constexpr int kConvTileBlocks = 2;
 
-#include "tf_popef_op/runtime/cc/kernels/nchwc_tiles.inc"
+#include "tf_popef_op/runtime/cc/kernels/nchwc_tiles_m256.inc"
 
 }  // namespace
 

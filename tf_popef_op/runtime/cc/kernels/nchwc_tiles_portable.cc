@@ -1,6 +1,6 @@
 // The portable build of the NCHW8c tile loops (nchwc_tiles.inc with V a GCC vector of 8 floats,
 // which the compiler lowers to whatever the build's target has: two SSE registers on a baseline
-// x86-64), plus NchwcTiles(), which picks this or the AVX2+FMA build at run time.
+// x86-64), plus NchwcTiles(), which picks this, the AVX2+FMA or the AVX-512 build at run time.
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -31,6 +31,9 @@ inline V VAdd(V a, V b) { return a + b; }
 inline V VMax(V a, V b) { return a > b ? a : b; }
 inline V VMin(V a, V b) { return a < b ? a : b; }
 
+// 2 output blocks × 6 pixels, as the AVX2 build (a baseline x86-64 spills them anyway).
+constexpr int kConvTileBlocks = 2;
+
 #include "tf_popef_op/runtime/cc/kernels/nchwc_tiles.inc"
 
 }  // namespace
@@ -39,7 +42,11 @@ const NchwcTileFns kNchwcPortableTiles = {ConvRow, DepthwiseRow, MaxPoolRow};
 
 const NchwcTileFns& NchwcTiles() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  if (vmath::ActivePath() == vmath::SimdPath::kAvx2) return kNchwcAvx2Tiles;
+  switch (vmath::ActivePath()) {
+    case vmath::SimdPath::kAvx512: return kNchwcAvx512Tiles;
+    case vmath::SimdPath::kAvx2: return kNchwcAvx2Tiles;
+    case vmath::SimdPath::kPortable: break;
+  }
 #endif
   return kNchwcPortableTiles;
 }

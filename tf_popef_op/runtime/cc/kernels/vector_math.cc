@@ -74,13 +74,22 @@ bool DetectAvx2Fma() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
+bool DetectAvx512() {
+  __builtin_cpu_init();
+  return DetectAvx2Fma() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+}
 #else
 bool DetectAvx2Fma() { return false; }
+bool DetectAvx512() { return false; }
 #endif
+
+bool CpuHas(SimdPath path) {
+  return path == SimdPath::kPortable || (path == SimdPath::kAvx2 ? CpuHasAvx2Fma() : CpuHasAvx512());
+}
 
 const PathTable* TableFor(SimdPath path) {
 #ifdef TFPOPEF_HAVE_AVX2_PATH
-  if (path == SimdPath::kAvx2) return &kAvx2Table;
+  if (UsesAvx2(path)) return &kAvx2Table;
 #endif
   (void)path;
   return &kPortableTable;
@@ -118,17 +127,25 @@ bool CpuHasAvx2Fma() {
   return has;
 }
 
+bool CpuHasAvx512() {
+  static const bool has = DetectAvx512();
+  return has;
+}
+
 SimdPath SimdPathFromSetting(const char* text) {
   const std::string value = text ? text : "";
-  if (value.empty() || value == "auto") return CpuHasAvx2Fma() ? SimdPath::kAvx2 : SimdPath::kPortable;
-  if (value == "portable") return SimdPath::kPortable;
-  if (value == "avx2") {
-    if (!CpuHasAvx2Fma())
-      throw Error(ErrorCode::kUnimplemented, "TF_POPEF_SIMD=avx2, but this CPU lacks AVX2/FMA (use 'auto' or 'portable')");
-    return SimdPath::kAvx2;
+  if (value.empty() || value == "auto")
+    return CpuHasAvx512() ? SimdPath::kAvx512 : CpuHasAvx2Fma() ? SimdPath::kAvx2 : SimdPath::kPortable;
+  for (SimdPath path : {SimdPath::kPortable, SimdPath::kAvx2, SimdPath::kAvx512}) {
+    if (value != SimdPathName(path)) continue;
+    if (!CpuHas(path))
+      throw Error(ErrorCode::kUnimplemented, "TF_POPEF_SIMD=" + value + ", but this CPU lacks " +
+                                                 (path == SimdPath::kAvx2 ? "AVX2/FMA" : "AVX-512F/VL") +
+                                                 " (use 'auto' or 'portable')");
+    return path;
   }
   throw Error(ErrorCode::kInvalidArgument,
-              "TF_POPEF_SIMD=\"" + value + "\": expected 'auto', 'avx2' or 'portable'");
+              "TF_POPEF_SIMD=\"" + value + "\": expected 'auto', 'avx512', 'avx2' or 'portable'");
 }
 
 SimdPath ActivePath() {
@@ -136,11 +153,13 @@ SimdPath ActivePath() {
   return ActivePathSlot().load(std::memory_order_acquire);
 }
 
-const char* SimdPathName(SimdPath path) { return path == SimdPath::kAvx2 ? "avx2" : "portable"; }
+const char* SimdPathName(SimdPath path) {
+  return path == SimdPath::kAvx512 ? "avx512" : path == SimdPath::kAvx2 ? "avx2" : "portable";
+}
 
 SimdPath SetPathForTesting(SimdPath path) {
-  if (path == SimdPath::kAvx2 && !CpuHasAvx2Fma())
-    throw Error(ErrorCode::kUnimplemented, "the AVX2 path needs a CPU with AVX2 and FMA");
+  if (!CpuHas(path))
+    throw Error(ErrorCode::kUnimplemented, std::string("the ") + SimdPathName(path) + " path needs a CPU that has it");
   const SimdPath previous = ActivePath();
   ActiveTable().store(TableFor(path), std::memory_order_release);
   ActivePathSlot().store(path, std::memory_order_release);

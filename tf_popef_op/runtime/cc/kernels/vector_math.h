@@ -2,10 +2,13 @@
 // per process at run time so one build runs on every x86-64 host:
 //   - AVX2+FMA: 8 lanes at a time (vector_math_avx2.cc, compiled for AVX2+FMA whatever the
 //     build's -march, only called after the CPU says it has both);
+//   - AVX-512: the AVX2+FMA math, and kernels whose register tiles need more than AVX2's 16
+//     vector registers (the NCHW8c convolution) use AVX-512VL's 32 (still 8-lane vectors:
+//     on AMD Zen 4, which splits 16-lane operations in two, they reach the same FLOP rate);
 //   - portable: plain loops over the std:: functions (any CPU, any compiler).
-// TF_POPEF_SIMD picks the path: unset/"auto" = AVX2 when the CPU has it, "portable" forces
-// the std:: loops (to rule the vector code out when chasing a numerical difference), "avx2"
-// requires it (an error on a CPU without AVX2/FMA). Any other value is an error.
+// TF_POPEF_SIMD picks the path: unset/"auto" = the widest the CPU has, "portable" forces the
+// std:: loops (to rule the vector code out when chasing a numerical difference), "avx2" and
+// "avx512" require theirs (an error on a CPU without it). Any other value is an error.
 //
 // Every function takes n >= 0 elements and allows y == x (in place). NaN in gives NaN out,
 // ±inf and denormal inputs give the std:: results (within the error below).
@@ -36,7 +39,10 @@ namespace tfpopef {
 namespace kernels {
 namespace vmath {
 
-enum class SimdPath { kPortable, kAvx2 };
+enum class SimdPath { kPortable, kAvx2, kAvx512 };
+
+// Whether `path` runs the AVX2+FMA code (the AVX-512 path includes it).
+inline bool UsesAvx2(SimdPath path) { return path == SimdPath::kAvx2 || path == SimdPath::kAvx512; }
 
 // The path in use: TF_POPEF_SIMD, read on first use (throws kInvalidArgument for a bad value).
 SimdPath ActivePath();
@@ -46,9 +52,10 @@ SimdPath ActivePath();
 SimdPath SimdPathFromSetting(const char* value);
 const char* SimdPathName(SimdPath path);
 bool CpuHasAvx2Fma();
+bool CpuHasAvx512();  // AVX-512F and VL, besides AVX2 and FMA
 
 // Tests switch paths inside one process; returns the previous path. Throws kUnimplemented if
-// kAvx2 is asked for on a CPU without AVX2+FMA. Not for production code: kernels running at
+// the CPU lacks the path's instructions. Not for production code: kernels running at
 // the same moment may see either path.
 SimdPath SetPathForTesting(SimdPath path);
 
