@@ -23,7 +23,8 @@ only, a blocked tensor being [N, C/8, H, W, 8]:
                                  group C: depthwise, W [C/8, KH, KW, 8]) or plain [N, C, H, W]
                                  (group 1, W [M/8, C, KH, KW, 8]); B [M]; Sum and Y blocked
   NchwcMaxPool(X)                kernel_shape strides dilations pads, ceil_mode (only for Y's
-                                 shape, ONNX's MaxPool formula); X and Y blocked
+                                 shape, ONNX's MaxPool formula), zero_pads (1: the pads hold
+                                 zeros, a folded Pad); X and Y blocked
 
 The ops are registered with ONNX's schema registry (importing this module does it once per
 process) with a type-and-shape inference function (the fused ops run the base op's own
@@ -243,7 +244,8 @@ def _nchwc_schemas() -> List[defs.OpSchema]:
                                 ("activation", string, "epilogue activation"),
                                 ("activation_params", floats, "its parameters")], _infer_nchwc_conv),
         _nchwc_schema("NchwcMaxPool", "MaxPool on a blocked tensor", [x],
-                      window + [("ceil_mode", defs.OpSchema.AttrType.INT, "only for Y's shape")],
+                      window + [("ceil_mode", defs.OpSchema.AttrType.INT, "only for Y's shape"),
+                                ("zero_pads", defs.OpSchema.AttrType.INT, "1: the pads are zeros (a folded Pad)")],
                       _infer_nchwc_max_pool),
     ]
 

@@ -223,12 +223,15 @@ KERNEL_TEST(NchwcMaxPool_BothPaths_VsNaive) {
   struct PoolCase {
     int64_t n, c, h, w, kh, kw, sh, sw, pt, pl, pb, pr;
     bool ceil;
+    bool zero_pads = false;  // a folded zero Pad: the pads hold zeros
   };
   const PoolCase cases[] = {
       {1, 16, 12, 12, 3, 3, 2, 2, 1, 1, 1, 1, false},  // ResNet's 3x3/2 pads 1
       {2, 8, 7, 9, 2, 2, 2, 2, 0, 0, 0, 0, false},
       {1, 8, 7, 7, 3, 3, 2, 2, 0, 0, 0, 0, true},      // ceil_mode: the last window is clipped
       {1, 8, 5, 6, 3, 3, 1, 1, 2, 2, 2, 2, false},
+      {1, 16, 12, 12, 3, 3, 2, 2, 1, 1, 1, 1, false, true},  // ResNet's stem: Pad(0) + MaxPool 3x3/2
+      {2, 8, 5, 6, 3, 3, 1, 1, 2, 0, 1, 2, false, true},     // windows wholly in the pads: 0
   };
   uint32_t seed = 14000;
   ForEachSimdPath([&] {
@@ -247,12 +250,14 @@ KERNEL_TEST(NchwcMaxPool_BothPaths_VsNaive) {
                 const int64_t ih = i * k.sh - k.pt + a, iw = j * k.sw - k.pl + d;
                 if (ih >= 0 && ih < k.h && iw >= 0 && iw < k.w)
                   m = std::max(m, x[static_cast<size_t>((p * k.h + ih) * k.w + iw)]);
+                else if (k.zero_pads)
+                  m = std::max(m, 0.0);
               }
             y[static_cast<size_t>((p * oh + i) * ow + j)] = m;
           }
       KernelTester("NchwcMaxPool")
           .Attrs({{"kernel_shape", {k.kh, k.kw}}, {"strides", {k.sh, k.sw}}, {"dilations", {1, 1}},
-                  {"pads", {k.pt, k.pl, k.pb, k.pr}}})
+                  {"pads", {k.pt, k.pl, k.pb, k.pr}}, {"zero_pads", k.zero_pads ? 1 : 0}})
           .AddInput(F32, {k.n, k.c / B, k.h, k.w, B}, Block(x, k.n, k.c, k.h * k.w))
           .AddOutput(F32, {k.n, k.c / B, oh, ow, B}, Block(y, k.n, k.c, oh * ow))
           .Run();
@@ -263,6 +268,15 @@ KERNEL_TEST(NchwcMaxPool_BothPaths_VsNaive) {
       .AddInput(F32, {1, 1, 7, 7, 8}, std::vector<double>(392))
       .AddOutput(F32, {1, 1, 5, 3, 8}, std::vector<double>(120))
       .ExpectError(kInvalid, "output Y has shape");
+  auto zero_padded = [](int64_t zero_pads, int64_t oh) {
+    return KernelTester("NchwcMaxPool")
+        .Attrs({{"kernel_shape", {3, 3}}, {"strides", {2, 2}}, {"dilations", {1, 1}}, {"pads", {0, 0, 0, 0}},
+                {"zero_pads", zero_pads}})
+        .AddInput(F32, {1, 1, 8, 7, 8}, std::vector<double>(448))
+        .AddOutput(F32, {1, 1, oh, 3, 8}, std::vector<double>(static_cast<size_t>(oh * 24)));
+  };
+  zero_padded(2, 3).ExpectError(kInvalid, "attribute 'zero_pads' is 2, expected 0 or 1");
+  zero_padded(1, 4).ExpectError(kInvalid, "zero_pads = 1 takes the floor formula");  // a ceil_mode shape
 }
 
 KERNEL_TEST(NchwcReorders_RoundTrip_MatchTheLayout) {

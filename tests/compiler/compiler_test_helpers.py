@@ -38,11 +38,16 @@ def reference_run(model: onnx.ModelProto, feeds: Dict[str, np.ndarray]) -> List[
     return [np.asarray(v) for v in ReferenceEvaluator(model).run(None, feeds)]
 
 
-def ort_run(model: onnx.ModelProto, feeds: Dict[str, np.ndarray]) -> List[np.ndarray]:
+def ort_run(model: onnx.ModelProto, feeds: Dict[str, np.ndarray], optimize: bool = True) -> List[np.ndarray]:
+    """onnxruntime's outputs; optimize=False turns its graph optimizations off (some of them
+    change results: its Pad fusion folds a zero Pad into MaxPool as if the pads were -inf)."""
     import onnxruntime as ort
     oracle = copy.deepcopy(model)
     oracle.ir_version = min(oracle.ir_version, 8)
-    sess = ort.InferenceSession(oracle.SerializeToString(), providers=["CPUExecutionProvider"])
+    options = ort.SessionOptions()
+    if not optimize:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(oracle.SerializeToString(), options, providers=["CPUExecutionProvider"])
     return sess.run(None, feeds)
 
 

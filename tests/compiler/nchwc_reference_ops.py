@@ -62,9 +62,9 @@ def conv2d(x, w, strides, dilations, pads, group):
     return y.reshape(n, m, oh, ow)
 
 
-def max_pool2d(x, kernel_shape, strides, dilations, pads, ceil_mode):
+def max_pool2d(x, kernel_shape, strides, dilations, pads, ceil_mode, pad_value=-np.inf):
     """ONNX MaxPool (one output): padding never wins, ceil_mode drops a last window that would
-    start in the end padding."""
+    start in the end padding. pad_value 0: the pads hold zeros (NchwcMaxPool's zero_pads)."""
     n, c, h, w = x.shape
     out = []
     for i, size in enumerate((h, w)):
@@ -78,7 +78,9 @@ def max_pool2d(x, kernel_shape, strides, dilations, pads, ceil_mode):
     (kh, kw), (sh, sw), (dh, dw) = kernel_shape, strides, dilations
     bottom = max(pads[2], (oh - 1) * sh + dh * (kh - 1) + 1 - h - pads[0])
     right = max(pads[3], (ow - 1) * sw + dw * (kw - 1) + 1 - w - pads[1])
-    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pads[0], bottom), (pads[1], right)), constant_values=-np.inf)
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])),
+                constant_values=pad_value)
+    xp = np.pad(xp, ((0, 0), (0, 0), (0, bottom - pads[2]), (0, right - pads[3])), constant_values=-np.inf)
     y = np.full((n, c, oh, ow), -np.inf)
     for i in range(kh):
         for j in range(kw):
@@ -168,9 +170,10 @@ class NchwcConv(OpRun):
 class NchwcMaxPool(OpRun):
     op_domain = DOMAIN
 
-    def _run(self, x, kernel_shape=None, strides=None, dilations=None, pads=None, ceil_mode=None):
+    def _run(self, x, kernel_shape=None, strides=None, dilations=None, pads=None, ceil_mode=None, zero_pads=None):
         strides, dilations, pads = _window(strides, dilations, pads)
-        y = max_pool2d(from_blocked(x), list(kernel_shape), strides, dilations, pads, int(ceil_mode or 0))
+        y = max_pool2d(from_blocked(x), list(kernel_shape), strides, dilations, pads, int(ceil_mode or 0),
+                       0.0 if zero_pads else -np.inf)
         return (to_blocked(y.astype(np.float32)),)
 
 

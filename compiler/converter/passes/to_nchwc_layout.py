@@ -12,7 +12,10 @@ Rewritten, on the main graph only (control-flow bodies keep reading NCHW tensors
             blocked when C % 8 == 0 (through ToNchwc if nothing writes it blocked), else plain
             (the RGB stem); FusedConv's Sum is read blocked.
   MaxPool   on a tensor written blocked (one output, storage_order 0) -> NchwcMaxPool
-            (explicit pads; ceil_mode kept for the output shape).
+            (explicit pads; ceil_mode kept for the output shape). A zero Pad of H and W before
+            it (ResNet's stem: Relu -> ZeroPadding2D -> MaxPool), read by nothing else, on a
+            MaxPool without pads or ceil_mode of its own, folds into it: NchwcMaxPool with the
+            Pad's amounts as pads and zero_pads = 1, so the stem stays blocked.
   layout-agnostic ops  Add Sub Mul Div Relu Clip Sigmoid Tanh LeakyRelu HardSigmoid HardSwish
             and FusedElementwise whose run-time inputs all have a blocked form of one shape
             (the other operands one-element constants), and Concat on axis 1 of such inputs:
@@ -41,7 +44,7 @@ from compiler.converter.pass_registry import register
 from compiler.onnx_graph import nchwc
 from compiler.onnx_graph.constants import is_constant_node
 from compiler.onnx_graph.graph_edit import (
-    fresh_name, node_uses, remove_initializers, remove_nodes, remove_value_info,
+    consumers, fresh_name, node_uses, remove_initializers, remove_nodes, remove_value_info,
 )
 from compiler.onnx_graph.graph_rewrite import GraphRewrite
 from compiler.onnx_graph.internal_ops import (
@@ -107,6 +110,8 @@ class _Blocker(GraphRewrite):
         self.nodes = [self.graph.node[i] for i in topological_order(self.graph, ctx.model_name)]
         self.convs: Dict[int, _ConvPlan] = {}     # id(node) -> how it becomes an NchwcConv
         self.pools: Dict[int, list] = {}          # id(MaxPool) -> its NchwcMaxPool attributes
+        self.pool_inputs: Dict[int, str] = {}     # id(MaxPool) -> the input of the zero Pad folded in
+        self.folded: Dict[int, onnx.NodeProto] = {}  # id(Pad) -> the Pad, folded into its MaxPool
         self.kept: Set[int] = set()               # id(node): same node, on blocked tensors
         self.to_block: Set[str] = set()           # NCHW tensors some rewritten node reads blocked
         self.produced: Set[str] = set()           # tensors now written blocked only (T -> T__nchwc)
@@ -178,11 +183,14 @@ class _Blocker(GraphRewrite):
                     self.to_block.add(node.input[0])
                 if len(node.input) > 3 and node.input[3]:
                     self.to_block.add(node.input[3])
+        readers = consumers(self.graph)
         for node in self.nodes:
             if id(node) in self.convs:
                 self.produced.add(node.output[0])
-            elif node.op_type == "MaxPool" and node.domain in _DEFAULT_DOMAINS:
-                attrs = self._pool_attrs(node)
+            elif node.op_type == "Pad" and node.domain in _DEFAULT_DOMAINS:
+                self._fold_zero_pad(node, readers.get(node.output[0], []))
+            elif node.op_type == "MaxPool" and node.domain in _DEFAULT_DOMAINS and id(node) not in self.pools:
+                attrs = self._pool_attrs(node, node.input[0])
                 if attrs is not None:
                     self.pools[id(node)] = attrs
                     self.produced.add(node.output[0])
@@ -193,14 +201,45 @@ class _Blocker(GraphRewrite):
     def _has_blocked_form(self, name: str) -> bool:
         return name in self.to_block or name in self.produced
 
-    def _pool_attrs(self, node: onnx.NodeProto) -> Optional[List[onnx.AttributeProto]]:
+    def _fold_zero_pad(self, pad: onnx.NodeProto, readers: List[onnx.NodeProto]) -> None:
+        """Pad (constant 0, on H and W only, not negative) -> MaxPool (no pads or ceil_mode of its
+        own), the Pad's only reader: one NchwcMaxPool on the Pad's input with zero pads."""
+        if (len(readers) != 1 or readers[0].op_type != "MaxPool" or readers[0].domain not in _DEFAULT_DOMAINS
+                or pad.output[0] in self.outputs or _text(_attrs(pad).get("mode", "constant")) != "constant"):
+            return
+        inputs = list(pad.input) + [""] * (4 - len(pad.input))  # data, pads, constant_value, axes (opset >= 11)
+        if not inputs[1] or inputs[1] not in self.constants or inputs[3]:
+            return
+        if inputs[2] and (inputs[2] not in self.constants or np.any(self.constants.value(inputs[2]) != 0)):
+            return
+        amounts = [int(p) for p in self.constants.value(inputs[1]).reshape(-1)]
+        if len(amounts) != 8 or any(amounts[i] for i in (0, 1, 4, 5)) or min(amounts) < 0:
+            return
+        pool = readers[0]
+        own = _attrs(pool)
+        if (int(own.get("ceil_mode", 0)) or any(int(p) for p in own.get("pads", []))
+                or _text(own.get("auto_pad", "NOTSET")) not in ("NOTSET", "VALID")):
+            return
+        attrs = self._pool_attrs(pool, pad.input[0], zero_pads=[amounts[2], amounts[3], amounts[6], amounts[7]])
+        if attrs is not None:
+            self.folded[id(pad)] = pad
+            self.pools[id(pool)] = attrs
+            self.pool_inputs[id(pool)] = pad.input[0]
+            self.produced.add(pool.output[0])
+
+    def _pool_attrs(self, node: onnx.NodeProto, x_name: str,
+                    zero_pads: Optional[List[int]] = None) -> Optional[List[onnx.AttributeProto]]:
+        """NchwcMaxPool's attributes for MaxPool `node` reading the blocked form of `x_name`;
+        with zero_pads (top, left, bottom, right), those are its pads, holding zeros."""
         attrs = _attrs(node)
         if ([o for o in node.output if o] != [node.output[0]] or int(attrs.get("storage_order", 0)) != 0
-                or "kernel_shape" not in attrs or node.input[0] not in self.produced):
+                or "kernel_shape" not in attrs or x_name not in self.produced):
             return None
-        x, y = self.types.get(node.input[0]), self.types.get(node.output[0])
+        x, y = self.types.get(x_name), self.types.get(node.output[0])
         if not _blockable(x) or not _blockable(y):
             return None
+        if zero_pads is not None:
+            attrs = {**attrs, "pads": zero_pads, "auto_pad": "NOTSET"}
         try:
             window = resolve_window(x.shape[2:], attrs["kernel_shape"], attrs.get)
         except ValueError:
@@ -208,6 +247,8 @@ class _Blocker(GraphRewrite):
         explicit = [helper.make_attribute(k, v) for k, v in window.items()]
         if int(attrs.get("ceil_mode", 0)):
             explicit.append(helper.make_attribute("ceil_mode", 1))
+        if zero_pads is not None:
+            explicit.append(helper.make_attribute("zero_pads", 1))
         if nchwc_max_pool_output_shape(nchwc.blocked_shape(x.shape), explicit) != nchwc.blocked_shape(y.shape):
             return None  # ONNX's formula on the explicit window must give the inferred shape
         return explicit
@@ -240,7 +281,8 @@ class _Blocker(GraphRewrite):
 
     # --- edits --------------------------------------------------------------------------------
     def _rewrite(self) -> None:
-        old_weights = {n.input[1] for n in self.nodes if id(n) in self.convs}
+        replaced = {n.input[1] for n in self.nodes if id(n) in self.convs}
+        replaced.update(i for pad in self.folded.values() for i in pad.input[1:] if i)  # pads, value
         emitted: List[onnx.NodeProto] = []
         converted: Set[str] = set()  # tensors a ToNchwc already reads / FromNchwc already writes
 
@@ -262,8 +304,11 @@ class _Blocker(GraphRewrite):
         for node in self.nodes:
             if id(node) in self.convs:
                 emitted.append(self._nchwc_conv(node, self.convs[id(node)], blocked, plain))
+            elif id(node) in self.folded:
+                continue  # the zero Pad: its MaxPool's NchwcMaxPool pads with zeros itself
             elif id(node) in self.pools:
-                pool = helper.make_node("NchwcMaxPool", [blocked(node.input[0])], [self._blocked_name(node.output[0])],
+                x = self.pool_inputs.get(id(node), node.input[0])
+                pool = helper.make_node("NchwcMaxPool", [blocked(x)], [self._blocked_name(node.output[0])],
                                         name=node.name, domain=DOMAIN)
                 pool.attribute.extend(self.pools[id(node)])
                 emitted.append(pool)
@@ -276,11 +321,13 @@ class _Blocker(GraphRewrite):
         for out in self.graph.output:
             plain(out.name)
         self._replace_nodes(emitted)
-        self._drop_unread(old_weights)
+        self._drop_unread(replaced)
         produced_now = {o for n in self.graph.node for o in n.output}
-        remove_value_info(self.graph, [t for t in self.produced if t not in produced_now])
-        self.ctx.logger.debug("to_nchwc_layout: %d convs, %d max pools, %d other ops blocked; %d ToNchwc, "
-                              "%d FromNchwc", len(self.convs), len(self.pools), len(self.kept),
+        remove_value_info(self.graph, [t for t in self.produced if t not in produced_now] +
+                          [pad.output[0] for pad in self.folded.values()])
+        self.ctx.logger.debug("to_nchwc_layout: %d convs, %d max pools (%d zero Pads folded in), %d other ops "
+                              "blocked; %d ToNchwc, %d FromNchwc", len(self.convs), len(self.pools), len(self.folded),
+                              len(self.kept),
                               sum(n.op_type == "ToNchwc" for n in emitted),
                               sum(n.op_type == "FromNchwc" for n in emitted))
 
@@ -335,7 +382,8 @@ class _Blocker(GraphRewrite):
         self.graph.node.extend(copies)
 
     def _drop_unread(self, names: Set[str]) -> None:
-        """The old weights nobody reads any more: initializers, or Constant nodes."""
+        """The replaced constants nobody reads any more (old weights, folded Pads' amounts): initializers,
+        or Constant nodes."""
         read = {o.name for o in self.graph.output}
         for node in self.graph.node:
             read.update(node_uses(node))

@@ -71,7 +71,8 @@ def lower_nchwc_conv(ctx: NodeContext) -> KernelCall:
 
 @lowering_rule(f"{DOMAIN}::NchwcMaxPool")
 def lower_nchwc_max_pool(ctx: NodeContext) -> KernelCall:
-    """Max over windows clipped to the input; ceil_mode is only in Y's static shape."""
+    """Max over windows clipped to the input; ceil_mode is only in Y's static shape. zero_pads = 1
+    (a folded zero Pad, ceil_mode 0): the pads hold zeros."""
     ctx.require_inputs(1)
     ctx.require_dtypes(_FLOAT32)
     x = _blocked_input(ctx)
@@ -83,4 +84,9 @@ def lower_nchwc_max_pool(ctx: NodeContext) -> KernelCall:
     if expected is None:
         raise ctx.error(f"the window {attrs} does not fit input {ctx.input_type(0).shape_text()}")
     _require_output(ctx, expected)
-    return KernelCall("NchwcMaxPool", [ctx.node.input[0]], attrs)
+    zero_pads = int(ctx.attr("zero_pads", 0))
+    if zero_pads not in (0, 1):
+        raise ctx.error(f"attribute 'zero_pads' is {zero_pads}, expected 0 or 1")
+    if zero_pads and int(ctx.attr("ceil_mode", 0)):
+        raise ctx.error("zero_pads = 1 with ceil_mode = 1 is not supported (a window past the zero pads)")
+    return KernelCall("NchwcMaxPool", [ctx.node.input[0]], {**attrs, "zero_pads": zero_pads} if zero_pads else attrs)

@@ -148,3 +148,17 @@ def test_max_pool_needs_a_kernel_shape_that_fits():
         steps([internal("NchwcMaxPool", ["X"], ["Y"])], [("X", F32, [1, 1, 4, 4, 8])], ["Y"])
     with pytest.raises(LoweringError, match=r"kernel_shape \[2\] does not have one entry per spatial dim"):
         steps([internal("NchwcMaxPool", ["X"], ["Y"], kernel_shape=[2])], [("X", F32, [1, 1, 4, 4, 8])], ["Y"])
+
+
+def test_max_pool_zero_pads_is_written_only_when_set_and_needs_the_floor_shape():
+    def pool(**attrs):
+        node = internal("NchwcMaxPool", ["X"], ["Y"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], **attrs)
+        return steps([node], [("X", F32, [1, 2, 8, 8, 8])], ["Y"])[0].attrs
+
+    window = {"kernel_shape": [3, 3], "strides": [2, 2], "dilations": [1, 1], "pads": [1, 1, 1, 1]}
+    assert pool() == window and pool(zero_pads=0) == window
+    assert pool(zero_pads=1) == {**window, "zero_pads": 1}
+    with pytest.raises(LoweringError, match=r"node 'Y' \(NchwcMaxPool\): attribute 'zero_pads' is 2, expected 0 or 1"):
+        pool(zero_pads=2)
+    with pytest.raises(LoweringError, match=r"zero_pads = 1 with ceil_mode = 1 is not supported"):
+        pool(zero_pads=1, ceil_mode=1)

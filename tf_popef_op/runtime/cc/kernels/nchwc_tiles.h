@@ -62,9 +62,10 @@ using NchwcConvRowFn = void (*)(const NchwcGeometry& g, const float* x, const fl
 using NchwcDepthwiseRowFn = void (*)(const NchwcGeometry& g, const float* x, const float* w,
                                      const NchwcEpilogue& e, float* y, int64_t n, int64_t cb, int64_t oy, int64_t ox0,
                                      int64_t ox1);
-// Max pooling (windows clipped to the input): block `cb` of image n, row oy, all columns.
-using NchwcMaxPoolRowFn = void (*)(const NchwcGeometry& g, const float* x, float* y, int64_t n, int64_t cb,
-                                   int64_t oy);
+// Max pooling (windows clipped to the input): block `cb` of image n, row oy, all columns. With
+// zero_pads the pads are zeros (a folded zero Pad): a window reaching into them includes 0.
+using NchwcMaxPoolRowFn = void (*)(const NchwcGeometry& g, bool zero_pads, const float* x, float* y, int64_t n,
+                                   int64_t cb, int64_t oy);
 
 struct NchwcTileFns {
   NchwcConvRowFn conv_row;
