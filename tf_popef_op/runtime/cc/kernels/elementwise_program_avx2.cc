@@ -1,20 +1,16 @@
 // The AVX2+FMA copy of FusedElementwise's block arithmetic (elementwise_program_ops.inc
-// compiled for that target; see vector_math_avx2.cc for why every header comes before the
-// target pragma). Entered only through kAvx2BlockOps after the CPU check.
+// compiled for that target: target_pragma.h). Entered only through kAvx2BlockOps after the CPU
+// check.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 
 #include "tf_popef_op/runtime/cc/kernels/elementwise_program.h"
+#include "tf_popef_op/runtime/cc/kernels/target_pragma.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
-#endif
+TFPOPEF_TARGET_BEGIN("avx2,fma")
 
 namespace tfpopef {
 namespace kernels {
@@ -31,10 +27,6 @@ const BlockOps kAvx2BlockOps = {BlockBinary, BlockUnary, BlockClip};
 }  // namespace kernels
 }  // namespace tfpopef
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+TFPOPEF_TARGET_END()
 
 #endif  // x86-64

@@ -1,9 +1,7 @@
 // The AVX2+FMA path of vector_math.h: 8 floats per instruction.
 //
-// This file is compiled for AVX2+FMA through a target pragma whatever the build's -march, so
-// it must only be entered through vector_math.cc after the CPU check. Every header is
-// included *before* the pragma so that no inline or template function from a header is
-// compiled with AVX2 here (the linker could pick that copy for the whole library).
+// This file is compiled for AVX2+FMA whatever the build's -march (target_pragma.h), so it must
+// only be entered through vector_math.cc after the CPU check.
 //
 // The polynomials follow Cephes (expf, logf, tanhf; also used by Eigen and sse_mathfun);
 // erf's were fitted for this file (weighted least squares on [0, 1] for erf(x)/x in x², and
@@ -11,17 +9,13 @@
 // lists the measured errors.
 #include <cstdint>
 
+#include "tf_popef_op/runtime/cc/kernels/target_pragma.h"
 #include "tf_popef_op/runtime/cc/kernels/vector_math_paths.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
-#endif
+TFPOPEF_TARGET_BEGIN("avx2,fma")
 
 namespace tfpopef {
 namespace kernels {
@@ -296,10 +290,6 @@ const PathTable kAvx2Table = {Avx2Exp,     Avx2Log,   Avx2Tanh,     Avx2Erf,
 }  // namespace kernels
 }  // namespace tfpopef
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+TFPOPEF_TARGET_END()
 
 #endif  // x86-64
