@@ -43,13 +43,7 @@ struct DwEpilogue {
   bool bias, sum;
 };
 
-double Activate(const DwEpilogue& e, double v) {
-  const std::string a = e.activation;
-  if (a == "Relu") return v > 0 ? v : 0;
-  if (a == "Clip") return std::min(std::max(v, e.params[0]), e.params[1]);
-  if (a == "Sigmoid") return 1.0 / (1.0 + std::exp(-v));
-  return v;
-}
+double Activate(const DwEpilogue& e, double v) { return RefActivation(e.activation, e.params, v); }
 
 void RunDepthwise(const DwCase& k, const DwEpilogue* epi, uint32_t seed) {
   const int64_t oh = k.oh(), ow = k.ow();

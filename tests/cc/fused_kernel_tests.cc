@@ -27,22 +27,7 @@ const ActivationCase kActivations[] = {
     {"Tanh", {}},
 };
 
-double Activate(const ActivationCase& a, double x) {
-  const std::string n = a.name;
-  auto sigmoid = [](double v) { return 1.0 / (1.0 + std::exp(-v)); };
-  if (n.empty()) return x;
-  if (n == "Relu") return x > 0 ? x : 0;
-  if (n == "Clip") return std::min(std::max(x, a.params[0]), a.params[1]);
-  if (n == "LeakyRelu") return x >= 0 ? x : a.params[0] * x;
-  if (n == "Sigmoid") return sigmoid(x);
-  if (n == "Swish") return x * sigmoid(a.params[0] * x);
-  if (n == "HardSigmoid") return std::min(std::max(a.params[0] * x + a.params[1], 0.0), 1.0);
-  if (n == "HardSwish") return x * std::min(std::max(x / 6.0 + 0.5, 0.0), 1.0);
-  if (n == "GeluErf") return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
-  if (n == "GeluTanh") return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
-  if (n == "Tanh") return std::tanh(x);
-  return std::nan("");
-}
+double Activate(const ActivationCase& a, double x) { return RefActivation(a.name, a.params, x); }
 
 struct ConvGeometry {
   const char* what;

@@ -51,14 +51,7 @@ struct Epi {
   bool bias, sum;
 };
 
-double Activate(const Epi& e, double v) {
-  const std::string a = e.activation;
-  if (a == "Relu") return v > 0 ? v : 0;
-  if (a == "Clip") return std::min(std::max(v, e.params[0]), e.params[1]);
-  if (a == "Sigmoid") return 1.0 / (1.0 + std::exp(-v));
-  if (a == "HardSwish") return v * std::min(std::max(v / 6 + 0.5, 0.0), 1.0);
-  return v;
-}
+double Activate(const Epi& e, double v) { return RefActivation(e.activation, e.params, v); }
 
 void RunConv(const ConvCase& k, const Epi& e, uint32_t seed) {
   const int64_t oh = k.oh(), ow = k.ow(), cg = k.depthwise ? 1 : k.c;

@@ -10,6 +10,7 @@
 #include <functional>
 #include <random>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "tf_popef_op/runtime/cc/core/half.h"
@@ -23,6 +24,24 @@ inline int64_t NumElements(const Shape& s) {
   int64_t n = 1;
   for (int64_t d : s) n *= d;
   return n;
+}
+
+// The fused kernels' epilogue activation `name` (docs/popef.md: FusedConv's `activation` /
+// `activation_params`) at x; "" is the identity, an unknown name NaN (so a case for it fails).
+inline double RefActivation(const std::string& name, const std::vector<double>& params, double x) {
+  auto sigmoid = [](double v) { return 1.0 / (1.0 + std::exp(-v)); };
+  if (name.empty()) return x;
+  if (name == "Relu") return x > 0 ? x : 0;
+  if (name == "Clip") return std::min(std::max(x, params[0]), params[1]);
+  if (name == "LeakyRelu") return x >= 0 ? x : params[0] * x;
+  if (name == "Sigmoid") return sigmoid(x);
+  if (name == "Swish") return x * sigmoid(params[0] * x);
+  if (name == "HardSigmoid") return std::min(std::max(params[0] * x + params[1], 0.0), 1.0);
+  if (name == "HardSwish") return x * std::min(std::max(x / 6.0 + 0.5, 0.0), 1.0);
+  if (name == "GeluErf") return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+  if (name == "GeluTanh") return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+  if (name == "Tanh") return std::tanh(x);
+  return std::nan("");
 }
 
 // Deterministic uniform values in [lo, hi).
