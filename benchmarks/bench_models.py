@@ -5,7 +5,9 @@
         [--markdown FILE] [--json FILE] [--chart FILE.png] [--quick] [--reuse-popef]
 
 Parts (all by default):
-- peak: the machine's fp32 GEMM peak (sgemm_peak.py), the yardstick of the GFLOP/s columns.
+- peak: the machine's fp32 GEMM peak (sgemm_peak.py), the yardstick of the GFLOP/s columns. With
+  the latency part, the same MatMuls are also timed inside every cell, interleaved with the
+  models, and each cell's share of peak is against that cell's own peak (the machine drifts).
 - latency: each model x batch: ModelRunner fp32 and fp16, onnxruntime fp32 and fp16 (if it runs;
   the standard-ONNX graph of model_suite.standard_onnx) and TensorFlow (fp32, the Keras model) interleaved iteration by iteration
   (interleaved_timing.py); median/p90 latency, ratio to onnxruntime fp32, GFLOP/s
@@ -150,13 +152,16 @@ def main(argv=None) -> int:
             results.setdefault("errors", {})[name] = f"{type(e).__name__}: {e}"
             failed.append(name)
 
+    peak_contenders = []  # the peak part's MatMuls, timed again inside every latency cell
+
     def peak():
         import sgemm_peak
         log(f"sgemm peak: MatMul {args.peak_n}x{args.peak_n}, {threads} threads")
-        results["peak"] = sgemm_peak.measure_peak(args.peak_n, threads, args.peak_iters)
+        peak_contenders[:] = sgemm_peak.contenders(args.peak_n, threads)
+        results["peak"] = sgemm_peak.measure_peak(args.peak_n, threads, args.peak_iters, peak_contenders)
 
     def latency():
-        results["cells"], results["compile"] = suite.latency(args.models, args.batch)
+        results["cells"], results["compile"] = suite.latency(args.models, args.batch, peak_contenders)
 
     def batching():
         log(f"cross-request batching on {args.batching_model}")

@@ -13,6 +13,7 @@ import cross_request_batching
 import memory_probe
 import model_zoo
 import op_profiles
+import sgemm_peak
 from flop_count import count_flops
 from interleaved_timing import interleaved, summary
 from model_contenders import modelrunner, onnxruntime_session, tensorflow_function
@@ -92,11 +93,13 @@ class ModelSuite:
         return self._keras[name]
 
     # -- part: latency ---------------------------------------------------------------------
-    def latency(self, names: List[str], batches: List[int]):
+    def latency(self, names: List[str], batches: List[int], peak_contenders=()):
+        """peak_contenders (sgemm_peak.contenders): timed in every cell with the models; each
+        cell then carries its own "peak"."""
         cells, compiles = [], []
         for name in names:
             for batch in batches:
-                group = self._latency_group(name, batch)
+                group = self._latency_group(name, batch, list(peak_contenders))
                 cells.extend(group)
                 for precision in PRECISIONS:
                     c = self.compiled(name, batch, precision)
@@ -106,7 +109,7 @@ class ModelSuite:
             self._keras.pop(name, None)
         return cells, compiles
 
-    def _latency_group(self, name, batch) -> List[dict]:
+    def _latency_group(self, name, batch, peak_contenders) -> List[dict]:
         spec = self.specs[name]
         x = spec.inputs(batch)
         fp32, fp16 = self.compiled(name, batch, "fp32"), self.compiled(name, batch, "fp16")
@@ -137,8 +140,10 @@ class ModelSuite:
 
         a = self.args
         self.log(f"timing {spec.label} batch {batch}: {', '.join(c.name for c in contenders)}")
-        samples = interleaved({c.name: c.call for c in contenders}, a.warmup, a.min_iters, a.max_iters, a.budget)
-        stats = {k: summary(v) for k, v in samples.items()}
+        samples = interleaved({c.name: c.call for c in contenders + peak_contenders}, a.warmup, a.min_iters,
+                              a.max_iters, a.budget)
+        peak = sgemm_peak.peak_from_samples(samples, a.peak_n, self.threads) if peak_contenders else None
+        stats = {k: summary(v) for k, v in samples.items() if not k.startswith(sgemm_peak.PREFIX)}
         ort32 = stats["onnxruntime fp32"]
         cells = []
         for precision in PRECISIONS:
@@ -149,7 +154,7 @@ class ModelSuite:
                 "onnxruntime_fp16_error": ort_fp16_error, "tensorflow_fp32": stats["TensorFlow fp32"],
                 "ratio_to_onnxruntime": ours["median_ms"] / ort32["median_ms"],
                 "ratio_to_tensorflow": ours["median_ms"] / stats["TensorFlow fp32"]["median_ms"],
-                "gflops": {k: flops / s["median_ms"] / 1e6 for k, s in stats.items()},
+                "gflops": {k: flops / s["median_ms"] / 1e6 for k, s in stats.items()}, "peak": peak,
                 "errors_vs_onnxruntime_fp32": {"ours": errors[f"ModelRunner {precision}"],
                                                "tensorflow": errors["TensorFlow fp32"],
                                                **({"onnxruntime_fp16": errors["onnxruntime fp16"]}
@@ -157,7 +162,9 @@ class ModelSuite:
             })
             self.log(f"  {precision}: ours {ours['median_ms']:.2f} ms, onnxruntime fp32 {ort32['median_ms']:.2f} ms "
                      f"({cells[-1]['ratio_to_onnxruntime']:.2f}x), TensorFlow "
-                     f"{stats['TensorFlow fp32']['median_ms']:.2f} ms, {ours['iterations']} iterations")
+                     f"{stats['TensorFlow fp32']['median_ms']:.2f} ms, {ours['iterations']} iterations"
+                     + (f"; {cells[-1]['gflops'][f'ModelRunner {precision}'] / peak['peak_gflops']:.0%} of the "
+                        f"cell's sgemm peak {peak['peak_gflops']:.0f} GFLOP/s" if peak else ""))
         del contenders
         return cells
 

@@ -41,8 +41,15 @@ def write(results: dict, path: str) -> None:
     for i, (name, color) in enumerate(series):
         values = [cell[(m, b, "fp32")]["gflops"].get(name, np.nan) for m, b in groups]
         right.bar(x + (i - (len(series) - 1) / 2) * width, values, width, label=name, color=color)
+    cell_peaks = [cell[(m, b, "fp32")].get("peak") for m, b in groups]
     peak = results.get("peak")
-    if peak:
+    if all(cell_peaks):  # each cell's own interleaved peak: a short black bar over its group
+        for i, p in enumerate(cell_peaks):
+            right.hlines(p["peak_gflops"], x[i] - 0.45, x[i] + 0.45, color="black",
+                         label="sgemm peak (same cell)" if i == 0 else None)
+            right.hlines(PEAK_TARGET * p["peak_gflops"], x[i] - 0.45, x[i] + 0.45, color="red", linestyle="--",
+                         label=f"{PEAK_TARGET:.0%} of it (ResNet50 b8 target)" if i == 0 else None)
+    elif peak:
         right.axhline(peak["peak_gflops"], color="black", linestyle="-", label=f"measured sgemm peak {peak['peak_gflops']:.0f}")
         right.axhline(PEAK_TARGET * peak["peak_gflops"], color="red", linestyle="--",
                       label=f"{PEAK_TARGET:.0%} of peak (ResNet50 b8 target)")

@@ -65,3 +65,17 @@ def test_interleaved_times_every_contender_once_per_iteration():
     assert calls == ["a", "b"] + ["a", "b", "b", "a", "a", "b", "b", "a"]  # warm-up, then rotated order
     s = summary([0.001, 0.002, 0.003])
     assert s["median_ms"] == pytest.approx(2.0) and s["iterations"] == 3
+
+
+def test_peak_from_samples_takes_the_better_median_of_the_peak_contenders_only():
+    from sgemm_peak import PREFIX, peak_from_samples
+    n = 100  # 2 * 100^3 = 2e6 FLOPs per call
+    samples = {PREFIX + "ModelRunner": [0.002, 0.001, 0.003],  # median 2 ms -> 1 GFLOP/s
+               PREFIX + "onnxruntime": [0.004, 0.004, 0.001],  # median 4 ms -> 0.5 GFLOP/s (best 2)
+               "ModelRunner fp32": [1e-9]}                     # a model in the same cell: ignored
+    peak = peak_from_samples(samples, n, threads=2)
+    assert set(peak["by"]) == {"ModelRunner", "onnxruntime"}
+    assert peak["peak_from"] == "ModelRunner" and peak["peak_gflops"] == pytest.approx(1.0)
+    assert peak["by"]["onnxruntime"]["best_gflops"] == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="no 'sgemm peak: ' contender"):
+        peak_from_samples({"ModelRunner fp32": [0.001]}, n, threads=2)
