@@ -14,7 +14,7 @@ optional inputs are present as named inputs or "" (ONNX's convention for a missi
                                  others that shape, [N] (the last dim) or one element.
 
 The NCHW8c blocked layout (compiler/onnx_graph/nchwc.py; written by to_nchwc_layout), float32
-only, a blocked tensor being [N, C/8, H, W, 8]:
+or float16 (all of a node's tensors one type), a blocked tensor being [N, C/8, H, W, 8]:
 
   ToNchwc(X)                     [N, C, H, W] (C % 8 == 0) -> [N, C/8, H, W, 8]
   FromNchwc(X)                   [N, Cb, H, W, 8] -> [N, Cb*8, H, W]
@@ -224,7 +224,7 @@ def _nchwc_schema(name: str, doc: str, inputs, attrs, infer) -> defs.OpSchema:
     schema = defs.OpSchema(
         name, DOMAIN, VERSION, f"{doc} (tf-popef internal op, NCHW8c layout)",
         inputs=[fp(n, "T", d, param_option=option.Optional if opt else option.Single) for n, d, opt in inputs],
-        outputs=[fp("Y", "T", "")], type_constraints=[("T", ["tensor(float)"], "float32 only")],
+        outputs=[fp("Y", "T", "")], type_constraints=[("T", ["tensor(float)", "tensor(float16)"], "float32 or float16")],
         attributes=[defs.OpSchema.Attribute(n, t, d, required=False) for n, t, d in attrs])
     schema.set_type_and_shape_inference_function(infer)
     return schema

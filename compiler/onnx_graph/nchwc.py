@@ -3,7 +3,7 @@ the three NchwcConv variants with their weight layouts. Shared by the internal o
 inference (internal_ops.py), the pass that writes them (to_nchwc_layout) and their lowering.
 
 A blocked tensor is [N, C/8, H, W, 8] (element (n, c, h, w) at [n, c // 8, h, w, c % 8]),
-only ever made of a float32 [N, C, H, W] with C % 8 == 0."""
+only ever made of a float32 or float16 [N, C, H, W] with C % 8 == 0."""
 from typing import Optional, Sequence, Tuple
 
 import numpy as np

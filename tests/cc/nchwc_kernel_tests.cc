@@ -1,5 +1,6 @@
 // The blocked-layout kernels (NchwcConv, NchwcMaxPool, ToNchwc, FromNchwc; docs/popef.md
-// "Blocked layout") against naive double-precision loops in plain NCHW, on both SIMD paths.
+// "Blocked layout") against naive double-precision loops in plain NCHW, on every SIMD path, in
+// float32 and float16 (computed in float32, rounded once).
 // The test blocks the inputs and weights itself (the compiler's job in production), so the
 // layouts of the contract are checked too. Run by kernel_tests.cc (tests/cc/test_kernels_cc.py).
 #include <algorithm>
@@ -53,12 +54,13 @@ struct Epi {
 
 double Activate(const Epi& e, double v) { return RefActivation(e.activation, e.params, v); }
 
-void RunConv(const ConvCase& k, const Epi& e, uint32_t seed) {
+void RunConv(const ConvCase& k, const Epi& e, uint32_t seed, DType dtype = F32) {
   const int64_t oh = k.oh(), ow = k.ow(), cg = k.depthwise ? 1 : k.c;
-  const auto x = AsFloat32(RandomValues(k.n * k.c * k.h * k.w, -2, 2, seed));
-  const auto w = AsFloat32(RandomValues(k.m * cg * k.kh * k.kw, -1, 1, seed + 1));
-  const auto b = AsFloat32(RandomValues(k.m, -1, 1, seed + 2));
-  const auto s = AsFloat32(RandomValues(k.n * k.m * oh * ow, -2, 2, seed + 3));
+  auto round = dtype == F16 ? AsFloat16 : AsFloat32;
+  const auto x = round(RandomValues(k.n * k.c * k.h * k.w, -2, 2, seed));
+  const auto w = round(RandomValues(k.m * cg * k.kh * k.kw, -1, 1, seed + 1));
+  const auto b = round(RandomValues(k.m, -1, 1, seed + 2));
+  const auto s = round(RandomValues(k.n * k.m * oh * ow, -2, 2, seed + 3));
   std::vector<double> y(static_cast<size_t>(k.n * k.m * oh * ow));
   for (int64_t n = 0; n < k.n; ++n)
     for (int64_t m = 0; m < k.m; ++m)
@@ -102,16 +104,19 @@ void RunConv(const ConvCase& k, const Epi& e, uint32_t seed) {
       .Attr("activation_params", e.params)
       .Attr("has_bias", e.bias ? 1 : 0)
       .Attr("has_sum", e.sum ? 1 : 0);
-  if (k.plain_input) t.AddInput(F32, {k.n, k.c, k.h, k.w}, x);
-  else t.AddInput(F32, {k.n, k.c / B, k.h, k.w, B}, Block(x, k.n, k.c, k.h * k.w));
-  t.AddInput(F32, w_shape, wb);
-  if (e.bias) t.AddInput(F32, {k.m}, b);
-  if (e.sum) t.AddInput(F32, {k.n, k.m / B, oh, ow, B}, Block(s, k.n, k.m, oh * ow));
+  if (k.plain_input) t.AddInput(dtype, {k.n, k.c, k.h, k.w}, x);
+  else t.AddInput(dtype, {k.n, k.c / B, k.h, k.w, B}, Block(x, k.n, k.c, k.h * k.w));
+  t.AddInput(dtype, w_shape, wb);
+  if (e.bias) t.AddInput(dtype, {k.m}, b);
+  if (e.sum) t.AddInput(dtype, {k.n, k.m / B, oh, ow, B}, Block(s, k.n, k.m, oh * ow));
   const size_t failures = CurrentFailures().size();
-  // float32 sums of up to ~650 products of values in [-2, 2]: errors of a few 1e-5 are rounding.
-  t.AddOutput(F32, {k.n, k.m / B, oh, ow, B}, Block(y, k.n, k.m, oh * ow)).Tolerance(1e-4, 1e-4).Run();
+  // float32 sums of up to ~650 products of values in [-2, 2]: errors of a few 1e-5 are rounding;
+  // float16 adds one rounding of the output (2^-11 relative).
+  const double tolerance = dtype == F16 ? 2e-3 : 1e-4;
+  t.AddOutput(dtype, {k.n, k.m / B, oh, ow, B}, Block(y, k.n, k.m, oh * ow)).Tolerance(tolerance, tolerance).Run();
   for (size_t i = failures; i < CurrentFailures().size(); ++i)
-    CurrentFailures()[i] = k.Describe() + " activation '" + e.activation + "': " + CurrentFailures()[i];
+    CurrentFailures()[i] = k.Describe() + (dtype == F16 ? " float16" : "") + " activation '" + e.activation +
+                           "': " + CurrentFailures()[i];
 }
 
 const Epi kPlain{"", {}, false, false};
@@ -190,6 +195,22 @@ KERNEL_TEST(NchwcConv_Epilogues_BothPaths_VsNaive) {
   });
 }
 
+KERNEL_TEST(NchwcConv_Float16_EveryVariant_VsNaive) {
+  ConvCase stem{1, 3, 16, 12, 12, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1};
+  stem.plain_input = true;
+  ConvCase dw{1, 16, 16, 9, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1};
+  dw.depthwise = true;
+  const ConvCase shapes[] = {{1, 16, 24, 20, 20, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+                             {2, 16, 16, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+                             {1, 72, 16, 5, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},  // two passes over the channels
+                             stem, dw};
+  uint32_t seed = 16000;
+  ForEachSimdPath([&] {
+    for (const Epi& e : {Epi{"Relu", {}, true, true}, Epi{"Sigmoid", {}, true, false}, kPlain})
+      for (const ConvCase& k : shapes) RunConv(k, e, seed += 4, F16);
+  });
+}
+
 KERNEL_TEST(NchwcConv_BadSpecs_RaiseNamedErrors) {
   auto conv = [](std::vector<int64_t> x, std::vector<int64_t> w, std::vector<int64_t> y, int64_t group) {
     KernelTester t("NchwcConv");
@@ -210,9 +231,20 @@ KERNEL_TEST(NchwcConv_BadSpecs_RaiseNamedErrors) {
   conv({1, 4, 5, 5, 8}, {2, 2, 3, 3, 8, 8}, {1, 2, 5, 5, 8}, 2).ExpectError(kUnimpl, "group 2");
   conv({1, 16, 5, 5}, {2, 3, 3, 8}, {1, 2, 5, 5, 8}, 16).ExpectError(kUnimpl, "group 16");
   conv({1, 2, 5, 5, 8}, {2, 3, 1, 8}, {1, 2, 5, 5, 8}, 16).ExpectError(kInvalid, "depthwise weights W");
+  KernelTester mixed("NchwcConv");
+  mixed.Attrs({{"kernel_shape", {1, 1}}, {"strides", {1, 1}}, {"dilations", {1, 1}}, {"pads", {0, 0, 0, 0}},
+               {"group", 1}})
+      .Attr("activation", "")
+      .Attr("activation_params", std::vector<double>{})
+      .Attr("has_bias", 0)
+      .Attr("has_sum", 0)
+      .AddInput(F16, {1, 1, 2, 2, 8}, std::vector<double>(32))
+      .AddInput(F32, {1, 1, 1, 1, 8, 8}, std::vector<double>(64))
+      .AddOutput(F16, {1, 1, 2, 2, 8}, std::vector<double>(32))
+      .ExpectError(kInvalid, "input 1 has dtype float32 but input 0 has float16");
 }
 
-KERNEL_TEST(NchwcMaxPool_BothPaths_VsNaive) {
+KERNEL_TEST(NchwcMaxPool_EveryPath_Float32AndFloat16_VsNaive) {
   struct PoolCase {
     int64_t n, c, h, w, kh, kw, sh, sw, pt, pl, pb, pr;
     bool ceil;
@@ -228,33 +260,36 @@ KERNEL_TEST(NchwcMaxPool_BothPaths_VsNaive) {
   };
   uint32_t seed = 14000;
   ForEachSimdPath([&] {
-    for (const PoolCase& k : cases) {
-      const int64_t span_h = (k.h + k.pt + k.pb - k.kh), span_w = (k.w + k.pl + k.pr - k.kw);
-      const int64_t oh = (k.ceil ? (span_h + k.sh - 1) / k.sh : span_h / k.sh) + 1;
-      const int64_t ow = (k.ceil ? (span_w + k.sw - 1) / k.sw : span_w / k.sw) + 1;
-      const auto x = AsFloat32(RandomValues(k.n * k.c * k.h * k.w, -3, 3, seed += 2));
-      std::vector<double> y(static_cast<size_t>(k.n * k.c * oh * ow));
-      for (int64_t p = 0; p < k.n * k.c; ++p)
-        for (int64_t i = 0; i < oh; ++i)
-          for (int64_t j = 0; j < ow; ++j) {
-            double m = -std::numeric_limits<double>::infinity();
-            for (int64_t a = 0; a < k.kh; ++a)
-              for (int64_t d = 0; d < k.kw; ++d) {
-                const int64_t ih = i * k.sh - k.pt + a, iw = j * k.sw - k.pl + d;
-                if (ih >= 0 && ih < k.h && iw >= 0 && iw < k.w)
-                  m = std::max(m, x[static_cast<size_t>((p * k.h + ih) * k.w + iw)]);
-                else if (k.zero_pads)
-                  m = std::max(m, 0.0);
-              }
-            y[static_cast<size_t>((p * oh + i) * ow + j)] = m;
-          }
-      KernelTester("NchwcMaxPool")
-          .Attrs({{"kernel_shape", {k.kh, k.kw}}, {"strides", {k.sh, k.sw}}, {"dilations", {1, 1}},
-                  {"pads", {k.pt, k.pl, k.pb, k.pr}}, {"zero_pads", k.zero_pads ? 1 : 0}})
-          .AddInput(F32, {k.n, k.c / B, k.h, k.w, B}, Block(x, k.n, k.c, k.h * k.w))
-          .AddOutput(F32, {k.n, k.c / B, oh, ow, B}, Block(y, k.n, k.c, oh * ow))
-          .Run();
-    }
+    for (DType dtype : {F32, F16})
+      for (const PoolCase& k : cases) {
+        const int64_t span_h = (k.h + k.pt + k.pb - k.kh), span_w = (k.w + k.pl + k.pr - k.kw);
+        const int64_t oh = (k.ceil ? (span_h + k.sh - 1) / k.sh : span_h / k.sh) + 1;
+        const int64_t ow = (k.ceil ? (span_w + k.sw - 1) / k.sw : span_w / k.sw) + 1;
+        const auto round = dtype == F16 ? AsFloat16 : AsFloat32;
+        const auto x = round(RandomValues(k.n * k.c * k.h * k.w, -3, 3, seed += 2));
+        std::vector<double> y(static_cast<size_t>(k.n * k.c * oh * ow));
+        for (int64_t p = 0; p < k.n * k.c; ++p)
+          for (int64_t i = 0; i < oh; ++i)
+            for (int64_t j = 0; j < ow; ++j) {
+              double m = -std::numeric_limits<double>::infinity();
+              for (int64_t a = 0; a < k.kh; ++a)
+                for (int64_t d = 0; d < k.kw; ++d) {
+                  const int64_t ih = i * k.sh - k.pt + a, iw = j * k.sw - k.pl + d;
+                  if (ih >= 0 && ih < k.h && iw >= 0 && iw < k.w)
+                    m = std::max(m, x[static_cast<size_t>((p * k.h + ih) * k.w + iw)]);
+                  else if (k.zero_pads)
+                    m = std::max(m, 0.0);
+                }
+              y[static_cast<size_t>((p * oh + i) * ow + j)] = m;
+            }
+        KernelTester("NchwcMaxPool")
+            .Attrs({{"kernel_shape", {k.kh, k.kw}}, {"strides", {k.sh, k.sw}}, {"dilations", {1, 1}},
+                    {"pads", {k.pt, k.pl, k.pb, k.pr}}, {"zero_pads", k.zero_pads ? 1 : 0}})
+            .AddInput(dtype, {k.n, k.c / B, k.h, k.w, B}, Block(x, k.n, k.c, k.h * k.w))
+            .AddOutput(dtype, {k.n, k.c / B, oh, ow, B}, Block(y, k.n, k.c, oh * ow))
+            .Tolerance(0, 0)  // a maximum of representable values is exact in either type
+            .Run();
+      }
   });
   KernelTester("NchwcMaxPool")
       .Attrs({{"kernel_shape", {3, 3}}, {"strides", {2, 2}}, {"dilations", {1, 1}}, {"pads", {0, 0, 0, 0}}})
@@ -274,10 +309,20 @@ KERNEL_TEST(NchwcMaxPool_BothPaths_VsNaive) {
 
 KERNEL_TEST(NchwcReorders_RoundTrip_MatchTheLayout) {
   const int64_t n = 2, c = 16, h = 5, w = 67;  // 335 pixels: more than one 256-pixel strip
-  const auto x = AsFloat32(RandomValues(n * c * h * w, -1, 1, 15000));
-  const auto blocked = Block(x, n, c, h * w);
-  KernelTester("ToNchwc").AddInput(F32, {n, c, h, w}, x).AddOutput(F32, {n, c / B, h, w, B}, blocked).Run();
-  KernelTester("FromNchwc").AddInput(F32, {n, c / B, h, w, B}, blocked).AddOutput(F32, {n, c, h, w}, x).Run();
+  for (DType dtype : {F32, F16}) {  // float16 is moved as 16-bit words: exact
+    const auto x = (dtype == F16 ? AsFloat16 : AsFloat32)(RandomValues(n * c * h * w, -1, 1, 15000));
+    const auto blocked = Block(x, n, c, h * w);
+    KernelTester("ToNchwc")
+        .AddInput(dtype, {n, c, h, w}, x)
+        .AddOutput(dtype, {n, c / B, h, w, B}, blocked)
+        .Tolerance(0, 0)
+        .Run();
+    KernelTester("FromNchwc")
+        .AddInput(dtype, {n, c / B, h, w, B}, blocked)
+        .AddOutput(dtype, {n, c, h, w}, x)
+        .Tolerance(0, 0)
+        .Run();
+  }
   KernelTester("ToNchwc")
       .AddInput(F32, {1, 12, 2, 2}, std::vector<double>(48))
       .AddOutput(F32, {1, 2, 2, 2, 8}, std::vector<double>(64))

@@ -5,7 +5,8 @@ converts in between.
 
 Rewritten, on the main graph only (control-flow bodies keep reading NCHW tensors):
 
-  conv      Conv / FusedConv, 2-D, float32, constant W (and B), static shapes, M % 8 == 0 and
+  conv      Conv / FusedConv, 2-D, float32 or float16 (X, W, B and Y one type), constant W (and
+            B), static shapes, M % 8 == 0 and
             group 1 or depthwise (group == C == M) -> NchwcConv. The weights are re-laid out
             into a new initializer `<W>__nchwc` (the old one goes when nobody reads it any more),
             auto_pad becomes explicit pads, FusedConv's activation carries over. Its X is read
@@ -32,7 +33,9 @@ Which tensors have a blocked form is decided before any edit: the convs are chos
 (their eligibility depends on nothing else), which fixes the tensors that get a ToNchwc, then
 the other ops are walked in graph order. A model with no eligible conv is returned untouched,
 which also makes a second run a no-op: every eligible conv became an NchwcConv. Anything that
-does not fit (fp16, dynamic shapes, C % 8 != 0 where blocking needs it...) stays NCHW."""
+does not fit (dynamic shapes, C % 8 != 0 where blocking needs it, mixed float types...) stays
+NCHW. A float16 model (after float_to_half) is blocked like a float32 one: its kernels compute in
+float32 and round once per op, as the NCHW ones do."""
 import dataclasses
 from typing import Dict, List, Optional, Set
 
@@ -59,6 +62,7 @@ _DEFAULT_DOMAINS = ("", "ai.onnx")
 _ELEMENTWISE = ("Add", "Sub", "Mul", "Div", "Relu", "Clip", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid",
                 "HardSwish")
 _SUFFIX = "__nchwc"
+_FLOAT_TYPES = {TensorProto.FLOAT: np.float32, TensorProto.FLOAT16: np.float16}  # ONNX -> numpy
 
 
 @register("to_nchwc_layout", kind="fuse")
@@ -85,12 +89,12 @@ def _text(value) -> str:
 
 
 def _blockable(t: Optional[TensorType]) -> bool:
-    """A float32 static [N, C, H, W] with C % 8 == 0."""
-    return t is not None and t.elem_type == TensorProto.FLOAT and t.is_static and nchwc.can_block(t.shape)
+    """A float32 or float16 static [N, C, H, W] with C % 8 == 0."""
+    return _plain_4d(t) and nchwc.can_block(t.shape)
 
 
 def _plain_4d(t: Optional[TensorType]) -> bool:
-    return t is not None and t.elem_type == TensorProto.FLOAT and t.is_static and len(t.shape) == 4
+    return t is not None and t.elem_type in _FLOAT_TYPES and t.is_static and len(t.shape) == 4
 
 
 @dataclasses.dataclass
@@ -135,16 +139,17 @@ class _Blocker(GraphRewrite):
         if len(node.output) != 1 or len(node.input) < 2:
             return None
         x, y = self.types.get(node.input[0]), self.types.get(node.output[0])
-        if not _plain_4d(x) or not _blockable(y) or node.input[1] not in self.constants:
+        if (not _plain_4d(x) or not _blockable(y) or x.elem_type != y.elem_type
+                or node.input[1] not in self.constants):
             return None
         w = self.constants.value(node.input[1])
-        c, m = x.shape[1], y.shape[1]
-        if w.dtype != np.float32 or w.ndim != 4 or w.shape[0] != m:
+        c, m, dtype = x.shape[1], y.shape[1], _FLOAT_TYPES[y.elem_type]
+        if w.dtype != dtype or w.ndim != 4 or w.shape[0] != m:
             return None
-        if len(node.input) > 2 and node.input[2] and not self._is_bias(node.input[2], m):
+        if len(node.input) > 2 and node.input[2] and not self._is_bias(node.input[2], m, dtype):
             return None
         if len(node.input) > 3 and node.input[3] and self.types.get(node.input[3]) != y:
-            return None  # the Sum is read blocked: it must be Y's float32 shape
+            return None  # the Sum is read blocked: it must be Y's shape and type
         attrs = _attrs(node)
         group = int(attrs.get("group", 1))
         if group == 1 and w.shape[1] == c:
@@ -167,11 +172,11 @@ class _Blocker(GraphRewrite):
             return None
         return _ConvPlan(variant, window, group, activation, params)
 
-    def _is_bias(self, name: str, m: int) -> bool:
+    def _is_bias(self, name: str, m: int, dtype) -> bool:
         if name not in self.constants:
             return False
         b = self.constants.value(name)
-        return b.dtype == np.float32 and b.shape == (m,)
+        return b.dtype == dtype and b.shape == (m,)
 
     def _choose_blocked_ops(self) -> None:
         """The tensors the convs read blocked, then, in graph order, every node that can stay

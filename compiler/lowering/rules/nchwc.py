@@ -1,17 +1,16 @@
 """The NCHW8c layout's internal ops (compiler/onnx_graph/internal_ops.py, written by the pass
-to_nchwc_layout; layouts in compiler/onnx_graph/nchwc.py), float32 only. The step attrs are the
+to_nchwc_layout; layouts in compiler/onnx_graph/nchwc.py), float32 or float16 (every tensor of a
+node the same; float16 computes in float32, docs/popef.md §3). The step attrs are the
 node's explicit window (kernel_shape, strides, dilations, pads [top, left, bottom, right]);
 NchwcConv adds `group` and the epilogue's (rules/epilogue.py, as FusedConv). Each rule checks
 the blocked shapes the kernel assumes, so a malformed node fails here, naming it, rather than
 in the runtime."""
 from compiler.lowering.rule_context import KernelCall, NodeContext
 from compiler.lowering.rule_registry import lowering_rule
-from compiler.lowering.rules.epilogue import with_epilogue
+from compiler.lowering.rules.epilogue import FLOATS, with_epilogue
 from compiler.lowering.rules.window_attrs import window_attrs
 from compiler.onnx_graph import nchwc
 from compiler.onnx_graph.internal_ops import DOMAIN, nchwc_conv_output_shape, nchwc_max_pool_output_shape
-
-_FLOAT32 = ("float32",)
 
 
 def _blocked_input(ctx: NodeContext, i: int = 0) -> list:
@@ -32,7 +31,7 @@ def _require_output(ctx: NodeContext, expected) -> None:
 def lower_to_nchwc(ctx: NodeContext) -> KernelCall:
     """[N, C, H, W] (C % 8 == 0) -> [N, C/8, H, W, 8]."""
     ctx.require_inputs(1)
-    ctx.require_dtypes(_FLOAT32)
+    ctx.require_dtypes(FLOATS)
     x = list(ctx.input_type(0).shape)
     if not nchwc.can_block(x):
         raise ctx.error(f"input '{ctx.node.input[0]}' has shape {ctx.input_type(0).shape_text()}; ToNchwc takes "
@@ -45,7 +44,7 @@ def lower_to_nchwc(ctx: NodeContext) -> KernelCall:
 def lower_from_nchwc(ctx: NodeContext) -> KernelCall:
     """[N, Cb, H, W, 8] -> [N, Cb*8, H, W]."""
     ctx.require_inputs(1)
-    ctx.require_dtypes(_FLOAT32)
+    ctx.require_dtypes(FLOATS)
     _require_output(ctx, nchwc.plain_shape(_blocked_input(ctx)))
     return KernelCall("FromNchwc", [ctx.node.input[0]])
 
@@ -54,7 +53,7 @@ def lower_from_nchwc(ctx: NodeContext) -> KernelCall:
 def lower_nchwc_conv(ctx: NodeContext) -> KernelCall:
     """Conv on a blocked (or, group 1, plain) X with blocked weights, bias, sum and activation."""
     ctx.require_inputs(2, 4)
-    ctx.require_dtypes(_FLOAT32)
+    ctx.require_dtypes(FLOATS)
     x, w = list(ctx.input_type(0).shape), list(ctx.input_type(1).shape)
     try:
         expected = nchwc_conv_output_shape(x, w, ctx.attr)
@@ -66,7 +65,7 @@ def lower_nchwc_conv(ctx: NodeContext) -> KernelCall:
     _require_output(ctx, expected)
     attrs = window_attrs(ctx, kernel, spatial=x[2:4])
     attrs["group"] = int(ctx.attr("group", 1))
-    return with_epilogue(ctx, KernelCall("NchwcConv", [], attrs), "NchwcConv", _FLOAT32)
+    return with_epilogue(ctx, KernelCall("NchwcConv", [], attrs), "NchwcConv", FLOATS)
 
 
 @lowering_rule(f"{DOMAIN}::NchwcMaxPool")
@@ -74,7 +73,7 @@ def lower_nchwc_max_pool(ctx: NodeContext) -> KernelCall:
     """Max over windows clipped to the input; ceil_mode is only in Y's static shape. zero_pads = 1
     (a folded zero Pad, ceil_mode 0): the pads hold zeros."""
     ctx.require_inputs(1)
-    ctx.require_dtypes(_FLOAT32)
+    ctx.require_dtypes(FLOATS)
     x = _blocked_input(ctx)
     kernel = ctx.attr("kernel_shape")
     if kernel is None:

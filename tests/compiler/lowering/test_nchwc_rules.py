@@ -3,7 +3,7 @@ step attrs they write (docs/popef.md, "Internal ops"), and the errors naming the
 shapes that fit no layout. Plus the `blocked_layout` option that turns the pass off."""
 import numpy as np
 import pytest
-from onnx import helper
+from onnx import TensorProto, helper
 
 from compiler.errors import ConfigError, LoweringError
 from compiler.lowering.lower_graph import lower_graph
@@ -121,13 +121,18 @@ def test_nchwc_conv_unknown_activation():
     _conv_error([1, 1, 5, 5, 8], (1, 1, 3, 3, 8, 8), r"unknown activation 'Mish'", activation="Mish")
 
 
-def test_nchwc_conv_is_float32_only():
-    node = internal("NchwcConv", ["X", "W"], ["Y"], group=1, **WINDOW)
-    model = make_model([node], [("X", F16, [1, 1, 5, 5, 8])], [("Y", F16, [1, 1, 5, 5, 8])],
-                       {"W": np.zeros((1, 1, 3, 3, 8, 8), np.float16)})
-    model.opset_import.append(helper.make_opsetid(DOMAIN, VERSION))
-    with pytest.raises(LoweringError, match=r"input 'X' has dtype float16; the emulator's NchwcConv supports float32"):
-        lower_graph(model, WeightStore(), "test.onnx", kernel_fusion=False)
+def test_nchwc_conv_is_float32_or_float16():
+    def lower(onnx_type, np_type):
+        node = internal("NchwcConv", ["X", "W"], ["Y"], group=1, **WINDOW)
+        model = make_model([node], [("X", onnx_type, [1, 1, 5, 5, 8])], [("Y", onnx_type, [1, 1, 5, 5, 8])],
+                           {"W": np.zeros((1, 1, 3, 3, 8, 8), np_type)})
+        model.opset_import.append(helper.make_opsetid(DOMAIN, VERSION))
+        return lower_graph(model, WeightStore(), "test.onnx", kernel_fusion=False)
+
+    lower(F16, np.float16)
+    with pytest.raises(LoweringError, match=r"input 'X' has dtype float64; the emulator's NchwcConv supports "
+                                            r"float32, float16"):
+        lower(TensorProto.DOUBLE, np.float64)
 
 
 def test_to_nchwc_needs_channels_in_whole_blocks():

@@ -479,13 +479,48 @@ def test_an_nchw_conv_between_blocked_ones():
     check(model, out)
 
 
-def test_fp16_model_is_left_alone():
-    net = Net()
-    net.op("Relu", [net.conv("X", 8, 16, k=3)], out="Y")
+def fp16_model(net, inputs, outputs):
     net.inits = {k: v.astype(np.float16) for k, v in net.inits.items()}
-    model = typed_outputs(make_model(net.nodes, [("X", F16, [1, 8, 5, 5])], [("Y", F16, None)], net.inits))
+    return typed_outputs(make_model(net.nodes, inputs, [(o, F16, None) for o in outputs], net.inits))
+
+
+def test_fp16_chain_is_blocked_in_fp16():
+    """A float16 model (after float_to_half) is blocked like a float32 one: float16 tensors and
+    weights, and the result of onnxruntime on the float16 model within float16 rounding."""
+    net = Net()
+    a = net.op("Relu", [net.conv("X", 8, 16, k=3, pads=[1, 1, 1, 1])])
+    b = net.conv(a, 16, 16, k=3, group=16, pads=[1, 1, 1, 1])  # depthwise
+    pool = net.op("MaxPool", [net.op("Add", [b, a])], kernel_shape=[2, 2], strides=[2, 2])
+    net.conv(pool, 16, 8, out="Y")
+    model = fp16_model(net, [("X", F16, [2, 8, 6, 6])], ["Y"])
+    out = run_pass(model, PASS)
+    assert counts(out) == {"ToNchwc": 1, "NchwcConv": 3, "Relu": 1, "Add": 1, "NchwcMaxPool": 1, "FromNchwc": 1}
+    types = infer_types(out, strict=True).types
+    assert {types[o].elem_type for n in out.graph.node for o in n.output} == {F16}
+    assert {t.data_type for t in out.graph.initializer} == {F16}
+    lower_graph(out, WeightStore(), "test.onnx", kernel_fusion=False)
+    feeds = {"X": np.random.default_rng(3).standard_normal((2, 8, 6, 6)).astype(np.float16)}
+    (want,), (got,) = ort_run(model, feeds), run_internal(out, feeds)
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=1e-2, atol=2e-2)
+
+
+def test_fp16_through_the_kernel_fusions():
+    """FusedConv (bias + Relu) in float16 becomes a float16 NchwcConv carrying the activation."""
+    net = Net()
+    net.op("Relu", [net.conv(net.op("Relu", [net.conv("X", 8, 16, k=3)]), 16, 8)], out="Y")
+    model = fp16_model(net, [("X", F16, [1, 8, 5, 5])], ["Y"])
+    out = run_pass(model, KERNEL_FUSION_PIPELINE)
+    assert counts(out) == {"ToNchwc": 1, "NchwcConv": 2, "FromNchwc": 1}
+    assert [attrs_of(n).get("activation") for n in out.graph.node if n.op_type == "NchwcConv"] == [b"Relu", b"Relu"]
+
+
+def test_mixed_float_types_stay_nchw():
+    """A float16 conv whose float32 weights were never converted is not a valid Conv to block."""
+    net = Net()
+    net.conv("X", 8, 16, k=1, bias=False, out="Y")
+    model = make_model(net.nodes, [("X", F16, [1, 8, 2, 2])], [("Y", F16, [1, 16, 2, 2])], net.inits)
+    assert net.inits["Y_W"].dtype == np.float32
     assert_unchanged(model)
-    assert_unchanged(run_pass(model, KERNEL_FUSION_PIPELINE[:-1]))
 
 
 def test_dynamic_shapes_are_left_alone():

@@ -1,7 +1,7 @@
 // NchwcConv: a 2-D convolution on the blocked NCHW8c layout (docs/popef.md, "Blocked layout"),
-// Y = act(conv(X, W) + B + Sum), float32. The compiler (to_nchwc_layout) writes it for chains
-// of convolutions, with W already in the blocked order, so this kernel does no repacking and
-// the weights stay mapped from the PopEF. Inputs X, W, then B when has_bias = 1, then Sum when
+// Y = act(conv(X, W) + B + Sum), float32 (float16 through fp16_adapter.h). The compiler
+// (to_nchwc_layout) writes it for chains of convolutions, with W already in the blocked order,
+// so this kernel does no repacking and the weights stay mapped from the PopEF. Inputs X, W, then B when has_bias = 1, then Sum when
 // has_sum = 1. Variants, by X's rank and `group`:
 //   regular, blocked input   X [N, C/8, H, W, 8], W [M/8, C/8, KH, KW, 8(c), 8(m)]
 //   regular, plain input     X [N, C, H, W] (any C), W [M/8, C, KH, KW, 8(m)]
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "tf_popef_op/runtime/cc/kernels/epilogue.h"
+#include "tf_popef_op/runtime/cc/kernels/fp16_adapter.h"
 #include "tf_popef_op/runtime/cc/kernels/nchwc_checks.h"
 #include "tf_popef_op/runtime/cc/kernels/nchwc_tiles.h"
 #include "tf_popef_op/runtime/cc/kernels/thread_pool.h"
@@ -136,9 +137,7 @@ NchwcEpilogue ReadNchwcEpilogue(const KernelSpec& spec) {
   return e;
 }
 
-std::unique_ptr<Kernel> CreateNchwcConv(const KernelSpec& spec) {
-  CheckArity(spec, 2, 4, 1);
-  CheckSameDType(spec, {DType::kFloat32});
+std::unique_ptr<Kernel> CreateFloat32NchwcConv(const KernelSpec& spec) {
   NchwcConvParams p;
   const EpilogueInputs in = ReadEpilogueInputs(spec);
   p.has_bias = in.has_bias;
@@ -202,6 +201,12 @@ std::unique_ptr<Kernel> CreateNchwcConv(const KernelSpec& spec) {
     p.padded.pad_top = p.padded.pad_left = 0;
   }
   return std::make_unique<NchwcConvKernel>(p);
+}
+
+std::unique_ptr<Kernel> CreateNchwcConv(const KernelSpec& spec) {
+  CheckArity(spec, 2, 4, 1);
+  CheckSameDType(spec, {DType::kFloat32, DType::kFloat16});
+  return WithFloat16Support(spec, CreateFloat32NchwcConv);
 }
 
 }  // namespace

@@ -1,12 +1,13 @@
 // NchwcMaxPool: 2-D max pooling on the blocked NCHW8c layout (docs/popef.md, "Blocked
-// layout"): X [N, C/8, H, W, 8] -> Y [N, C/8, OH, OW, 8], float32. Attributes kernel_shape,
-// strides, dilations, pads [top, left, bottom, right], zero_pads. Windows are clipped to the
+// layout"): X [N, C/8, H, W, 8] -> Y [N, C/8, OH, OW, 8], float32 or float16 (fp16_adapter.h).
+// Attributes kernel_shape, strides, dilations, pads [top, left, bottom, right], zero_pads. Windows are clipped to the
 // input, so padding never wins and ceil_mode needs only Y's larger shape (OH/OW may exceed the
 // floor formula by one); with zero_pads = 1 (a zero Pad the compiler folded in, ceil_mode 0)
 // the pads hold zeros instead, so a window reaching into them includes 0. Rows of (image,
 // block) planes are spread over the intra-op pool.
 #include <memory>
 
+#include "tf_popef_op/runtime/cc/kernels/fp16_adapter.h"
 #include "tf_popef_op/runtime/cc/kernels/nchwc_checks.h"
 #include "tf_popef_op/runtime/cc/kernels/nchwc_tiles.h"
 #include "tf_popef_op/runtime/cc/kernels/thread_pool.h"
@@ -40,9 +41,7 @@ class NchwcMaxPoolKernel final : public Kernel {
   const NchwcMaxPoolRowFn row_fn_;
 };
 
-std::unique_ptr<Kernel> CreateNchwcMaxPool(const KernelSpec& spec) {
-  CheckArity(spec, 1, 1, 1);
-  CheckSameDType(spec, {DType::kFloat32});
+std::unique_ptr<Kernel> CreateFloat32NchwcMaxPool(const KernelSpec& spec) {
   const auto& x = spec.inputs[0].shape;
   const auto& y = spec.outputs[0].shape;
   CheckBlocked(spec, "input X", x);
@@ -71,6 +70,12 @@ std::unique_ptr<Kernel> CreateNchwcMaxPool(const KernelSpec& spec) {
   g.oh = y[2];
   g.ow = y[3];
   return std::make_unique<NchwcMaxPoolKernel>(g, zero_pads == 1, x[0]);
+}
+
+std::unique_ptr<Kernel> CreateNchwcMaxPool(const KernelSpec& spec) {
+  CheckArity(spec, 1, 1, 1);
+  CheckSameDType(spec, {DType::kFloat32, DType::kFloat16});
+  return WithFloat16Support(spec, CreateFloat32NchwcMaxPool);
 }
 
 }  // namespace
