@@ -1,5 +1,6 @@
 #include "tf_popef_op/runtime/cc/kernels/fp16_adapter.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -20,21 +21,25 @@ size_t AlignUp(size_t n) { return (n + kScratchAlign - 1) / kScratchAlign * kScr
 // The pointer tables live in scratch so Run allocates nothing and stays thread-safe.
 class Float16Adapter final : public Kernel {
  public:
-  Float16Adapter(const KernelSpec& spec, std::unique_ptr<Kernel> inner) : inner_(std::move(inner)) {
+  // `float32_spec`: the spec the inner kernel was prepared with (float16 tensors it widens itself
+  // are still float16 there).
+  Float16Adapter(const KernelSpec& spec, const KernelSpec& float32_spec, std::unique_ptr<Kernel> inner)
+      : inner_(std::move(inner)) {
     size_t offset = 0;
     input_table_offset_ = offset;
     offset += AlignUp(spec.inputs.size() * sizeof(void*));
     output_table_offset_ = offset;
     offset += AlignUp(spec.outputs.size() * sizeof(void*));
-    auto plan = [&](const std::vector<TensorDesc>& tensors, std::vector<Widened>* out) {
+    auto plan = [&](const std::vector<TensorDesc>& tensors, const std::vector<TensorDesc>& inner_view,
+                    std::vector<Widened>* out) {
       for (size_t i = 0; i < tensors.size(); ++i) {
-        if (tensors[i].dtype != DType::kFloat16) continue;
+        if (tensors[i].dtype != DType::kFloat16 || inner_view[i].dtype == DType::kFloat16) continue;
         out->push_back({i, tensors[i].numel(), offset});
         offset += AlignUp(static_cast<size_t>(tensors[i].numel()) * sizeof(float));
       }
     };
-    plan(spec.inputs, &widened_inputs_);
-    plan(spec.outputs, &widened_outputs_);
+    plan(spec.inputs, float32_spec.inputs, &widened_inputs_);
+    plan(spec.outputs, float32_spec.outputs, &widened_outputs_);
     num_inputs_ = spec.inputs.size();
     num_outputs_ = spec.outputs.size();
     inner_scratch_offset_ = offset;
@@ -88,14 +93,18 @@ bool HasFloat16(const std::vector<TensorDesc>& tensors) {
 
 }  // namespace
 
-std::unique_ptr<Kernel> WithFloat16Support(const KernelSpec& spec, const KernelFactory& make_float32) {
+std::unique_ptr<Kernel> WithFloat16Support(const KernelSpec& spec, const KernelFactory& make_float32,
+                                           const std::vector<size_t>& native_float16_inputs) {
   if (!HasFloat16(spec.inputs) && !HasFloat16(spec.outputs)) return make_float32(spec);
   KernelSpec float32_spec = spec;
-  for (TensorDesc& t : float32_spec.inputs)
-    if (t.dtype == DType::kFloat16) t.dtype = DType::kFloat32;
+  for (size_t i = 0; i < float32_spec.inputs.size(); ++i) {
+    const bool native = std::find(native_float16_inputs.begin(), native_float16_inputs.end(), i) !=
+                        native_float16_inputs.end();
+    if (float32_spec.inputs[i].dtype == DType::kFloat16 && !native) float32_spec.inputs[i].dtype = DType::kFloat32;
+  }
   for (TensorDesc& t : float32_spec.outputs)
     if (t.dtype == DType::kFloat16) t.dtype = DType::kFloat32;
-  return std::make_unique<Float16Adapter>(spec, make_float32(float32_spec));
+  return std::make_unique<Float16Adapter>(spec, float32_spec, make_float32(float32_spec));
 }
 
 }  // namespace kernels

@@ -8,9 +8,15 @@
 // outputs also land in scratch) and narrows the outputs with round-to-nearest-even. So a
 // float16 op computes in float32 and rounds once, as docs/popef.md §3 requires.
 // Tensors of other dtypes are passed through untouched.
+//
+// `native_float16_inputs` lists inputs the float32 kernel reads as float16 itself (NchwcConv's
+// weights, widened in registers as its tiles load them): they are neither copied nor widened,
+// and stay float16 in the spec it is prepared with.
 #pragma once
 
+#include <cstddef>
 #include <memory>
+#include <vector>
 
 #include "tf_popef_op/runtime/cc/kernels/kernel.h"
 
@@ -19,7 +25,8 @@ namespace kernels {
 
 // Validate dtypes *before* calling this (so errors name the real dtype); `make_float32` sees
 // the float32 view of the spec and does the shape checks.
-std::unique_ptr<Kernel> WithFloat16Support(const KernelSpec& spec, const KernelFactory& make_float32);
+std::unique_ptr<Kernel> WithFloat16Support(const KernelSpec& spec, const KernelFactory& make_float32,
+                                           const std::vector<size_t>& native_float16_inputs = {});
 
 }  // namespace kernels
 }  // namespace tfpopef

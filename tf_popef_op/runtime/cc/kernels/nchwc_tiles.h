@@ -58,6 +58,10 @@ struct NchwcEpilogue {
 // docs/popef.md); e: the epilogue. Regular (group 1) convolution.
 using NchwcConvRowFn = void (*)(const NchwcGeometry& g, const float* x, const float* w, const NchwcEpilogue& e,
                                 float* y, int64_t n, int64_t ob0, int64_t obn, int64_t oy, int64_t ox0, int64_t ox1);
+// The same with float16 weights (IEEE binary16 bits), widened in registers as they are loaded.
+using NchwcConvRowHalfWeightsFn = void (*)(const NchwcGeometry& g, const float* x, const uint16_t* w,
+                                           const NchwcEpilogue& e, float* y, int64_t n, int64_t ob0, int64_t obn,
+                                           int64_t oy, int64_t ox0, int64_t ox1);
 // Depthwise (group == C == M, blocked input): block `cb` of image n, row oy, columns [ox0, ox1).
 using NchwcDepthwiseRowFn = void (*)(const NchwcGeometry& g, const float* x, const float* w,
                                      const NchwcEpilogue& e, float* y, int64_t n, int64_t cb, int64_t oy, int64_t ox0,
@@ -69,6 +73,7 @@ using NchwcMaxPoolRowFn = void (*)(const NchwcGeometry& g, bool zero_pads, const
 
 struct NchwcTileFns {
   NchwcConvRowFn conv_row;
+  NchwcConvRowHalfWeightsFn conv_row_half_weights;
   NchwcDepthwiseRowFn depthwise_row;
   NchwcMaxPoolRowFn max_pool_row;
 };
@@ -78,7 +83,7 @@ const NchwcTileFns& NchwcTiles();
 
 extern const NchwcTileFns kNchwcPortableTiles;
 // Defined only on x86-64 builds (nchwc_tiles_avx2.cc, nchwc_tiles_avx512.cc); use only when
-// CpuHasAvx2Fma() / CpuHasAvx512().
+// CpuHasAvx2Fma() / CpuHasAvx512() (both include F16C).
 extern const NchwcTileFns kNchwcAvx2Tiles;
 extern const NchwcTileFns kNchwcAvx512Tiles;
 

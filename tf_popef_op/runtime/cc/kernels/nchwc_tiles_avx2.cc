@@ -11,7 +11,7 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 
-TFPOPEF_TARGET_BEGIN("avx2,fma")
+TFPOPEF_TARGET_BEGIN("avx2,fma,f16c")
 
 namespace tfpopef {
 namespace kernels {
@@ -24,7 +24,7 @@ constexpr int kConvTileBlocks = 2;
 
 }  // namespace
 
-const NchwcTileFns kNchwcAvx2Tiles = {ConvRow, DepthwiseRow, MaxPoolRow};
+const NchwcTileFns kNchwcAvx2Tiles = {ConvRow<float>, ConvRow<uint16_t>, DepthwiseRow, MaxPoolRow};
 
 }  // namespace kernels
 }  // namespace tfpopef

@@ -12,7 +12,7 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 
-TFPOPEF_TARGET_BEGIN("avx2,fma,avx512f,avx512vl")
+TFPOPEF_TARGET_BEGIN("avx2,fma,f16c,avx512f,avx512vl")
 
 namespace tfpopef {
 namespace kernels {
@@ -27,7 +27,7 @@ constexpr int kConvTileBlocks = 4;
 
 }  // namespace
 
-const NchwcTileFns kNchwcAvx512Tiles = {ConvRow, DepthwiseRow, MaxPoolRow};
+const NchwcTileFns kNchwcAvx512Tiles = {ConvRow<float>, ConvRow<uint16_t>, DepthwiseRow, MaxPoolRow};
 
 }  // namespace kernels
 }  // namespace tfpopef

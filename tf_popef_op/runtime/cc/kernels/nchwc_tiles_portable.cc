@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "tf_popef_op/runtime/cc/core/half.h"
 #include "tf_popef_op/runtime/cc/kernels/nchwc_tiles.h"
 #include "tf_popef_op/runtime/cc/kernels/vector_math.h"
 
@@ -25,6 +26,12 @@ inline V VLoad(const float* p) {
   return v;
 }
 inline void VStore(float* p, V v) { __builtin_memcpy(p, &v, sizeof(v)); }
+inline V VLoadWeights(const float* p) { return VLoad(p); }
+inline V VLoadWeights(const uint16_t* p) {
+  V v;
+  for (int i = 0; i < 8; ++i) v[i] = HalfToFloat(p[i]);
+  return v;
+}
 inline V VBroadcast(const float* p) { return V{} + *p; }
 inline V VFma(V a, V b, V c) { return a * b + c; }
 inline V VAdd(V a, V b) { return a + b; }
@@ -38,7 +45,7 @@ constexpr int kConvTileBlocks = 2;
 
 }  // namespace
 
-const NchwcTileFns kNchwcPortableTiles = {ConvRow, DepthwiseRow, MaxPoolRow};
+const NchwcTileFns kNchwcPortableTiles = {ConvRow<float>, ConvRow<uint16_t>, DepthwiseRow, MaxPoolRow};
 
 const NchwcTileFns& NchwcTiles() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))

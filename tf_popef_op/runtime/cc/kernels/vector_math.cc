@@ -72,7 +72,7 @@ float PortableExpShiftedSum(const float* x, float* y, int64_t n, float shift) {
 #ifdef TFPOPEF_HAVE_AVX2_PATH
 bool DetectAvx2Fma() {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
 }
 bool DetectAvx512() {
   __builtin_cpu_init();

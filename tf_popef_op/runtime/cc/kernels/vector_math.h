@@ -48,10 +48,10 @@ inline bool UsesAvx2(SimdPath path) { return path == SimdPath::kAvx2 || path == 
 SimdPath ActivePath();
 // The path a TF_POPEF_SIMD value selects on this CPU (nullptr or "" = auto); throws
 // kInvalidArgument naming the variable for an unknown value, kUnimplemented for "avx2" on a
-// CPU without AVX2/FMA.
+// CPU without AVX2/FMA/F16C.
 SimdPath SimdPathFromSetting(const char* value);
 const char* SimdPathName(SimdPath path);
-bool CpuHasAvx2Fma();
+bool CpuHasAvx2Fma();  // AVX2, FMA and F16C (every AVX2 CPU has F16C; the NCHWc tiles use it)
 bool CpuHasAvx512();  // AVX-512F and VL, besides AVX2 and FMA
 
 // Tests switch paths inside one process; returns the previous path. Throws kUnimplemented if
