@@ -167,6 +167,18 @@ std::vector<ConvCase> Geometries() {
   return cases;
 }
 
+// Pointwise, 3x3 (one and two passes over the input channels), the plain-input stem, depthwise.
+std::vector<ConvCase> OneOfEachVariant() {
+  ConvCase stem{1, 3, 16, 12, 12, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1};
+  stem.plain_input = true;
+  ConvCase dw{1, 16, 16, 9, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1};
+  dw.depthwise = true;
+  return {{1, 16, 24, 20, 20, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+          {2, 8, 16, 9, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+          {1, 72, 16, 5, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},  // two passes over the channels
+          stem, dw};
+}
+
 KERNEL_TEST(NchwcConv_Geometries_BothPaths_VsNaive) {
   uint32_t seed = 12000;
   ForEachSimdPath([&] {
@@ -180,34 +192,18 @@ KERNEL_TEST(NchwcConv_Epilogues_BothPaths_VsNaive) {
       {"Clip", {-0.5, 0.25}, false, false}, {"Sigmoid", {}, true, false}, {"HardSwish", {}, false, true},
       {"Relu", {}, true, true},
   };
-  ConvCase stem{1, 3, 16, 12, 12, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1};
-  stem.plain_input = true;
-  ConvCase dw{1, 16, 16, 9, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1};
-  dw.depthwise = true;
-  const ConvCase shapes[] = {{1, 16, 24, 20, 20, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
-                             {1, 8, 16, 9, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
-                             {1, 72, 16, 5, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},  // two passes over the channels
-                             stem, dw};
   uint32_t seed = 13000;
   ForEachSimdPath([&] {
     for (const Epi& e : epilogues)
-      for (const ConvCase& k : shapes) RunConv(k, e, seed += 4);
+      for (const ConvCase& k : OneOfEachVariant()) RunConv(k, e, seed += 4);
   });
 }
 
 KERNEL_TEST(NchwcConv_Float16_EveryVariant_VsNaive) {
-  ConvCase stem{1, 3, 16, 12, 12, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1};
-  stem.plain_input = true;
-  ConvCase dw{1, 16, 16, 9, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1};
-  dw.depthwise = true;
-  const ConvCase shapes[] = {{1, 16, 24, 20, 20, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
-                             {2, 16, 16, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
-                             {1, 72, 16, 5, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},  // two passes over the channels
-                             stem, dw};
   uint32_t seed = 16000;
   ForEachSimdPath([&] {
     for (const Epi& e : {Epi{"Relu", {}, true, true}, Epi{"Sigmoid", {}, true, false}, kPlain})
-      for (const ConvCase& k : shapes) RunConv(k, e, seed += 4, F16);
+      for (const ConvCase& k : OneOfEachVariant()) RunConv(k, e, seed += 4, F16);
   });
 }
 
