@@ -57,10 +57,15 @@ def latency_section(cells, peak) -> List[str]:
                  f"share of the {peak['peak_gflops']:.0f} GFLOP/s peak" if peak else None)
     out += ["", "GFLOP/s (FLOPs = 2 × MACs of Conv/ConvTranspose/MatMul/Gemm/Einsum in the standard fp32 ONNX graph; "
             "everything else counted as zero)" + (f", and {yardstick}:" if yardstick else ":"), ""]
+
+    def peak_of(c):
+        """The cell's yardstick: its own interleaved peak, else the run's, else None."""
+        return c["peak"]["peak_gflops"] if in_cell else peak["peak_gflops"] if peak else None
+
     rows = []
     for c in cells:
         g = c["gflops"]
-        cell_peak = c["peak"]["peak_gflops"] if in_cell else peak["peak_gflops"] if peak else None
+        cell_peak = peak_of(c)
 
         def pct(v):
             return f"{v:.1f} ({100 * v / cell_peak:.0f} %)" if cell_peak else f"{v:.1f}"
@@ -72,9 +77,8 @@ def latency_section(cells, peak) -> List[str]:
                    "onnxruntime fp16", "TensorFlow fp32"] + (["sgemm peak"] if in_cell else []),
                   ["---", "---:", "---", "---:", "---:", "---:", "---:", "---:"] + (["---:"] if in_cell else []), rows)
     target = next((c for c in cells if (c["model"], c["batch"], c["precision"]) == ("resnet50", 8, "fp32")), None)
-    if target and (in_cell or peak):
-        cell_peak = target["peak"]["peak_gflops"] if in_cell else peak["peak_gflops"]
-        share = target["gflops"]["ModelRunner fp32"] / cell_peak
+    if target and peak_of(target):
+        share = target["gflops"]["ModelRunner fp32"] / peak_of(target)
         out += ["", f"ResNet50 batch 8 fp32: **{100 * share:.0f} %** of the sgemm peak "
                 f"({'✓' if share >= PEAK_TARGET else '✗'} target {PEAK_TARGET:.0%})."]
     return out

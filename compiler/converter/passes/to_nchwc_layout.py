@@ -62,7 +62,7 @@ _DEFAULT_DOMAINS = ("", "ai.onnx")
 _ELEMENTWISE = ("Add", "Sub", "Mul", "Div", "Relu", "Clip", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid",
                 "HardSwish")
 _SUFFIX = "__nchwc"
-_FLOAT_TYPES = {TensorProto.FLOAT: np.float32, TensorProto.FLOAT16: np.float16}  # ONNX -> numpy
+_FLOAT_TYPES = (TensorProto.FLOAT, TensorProto.FLOAT16)
 
 
 @register("to_nchwc_layout", kind="fuse")
@@ -143,7 +143,7 @@ class _Blocker(GraphRewrite):
                 or node.input[1] not in self.constants):
             return None
         w = self.constants.value(node.input[1])
-        c, m, dtype = x.shape[1], y.shape[1], _FLOAT_TYPES[y.elem_type]
+        c, m, dtype = x.shape[1], y.shape[1], helper.tensor_dtype_to_np_dtype(y.elem_type)
         if w.dtype != dtype or w.ndim != 4 or w.shape[0] != m:
             return None
         if len(node.input) > 2 and node.input[2] and not self._is_bias(node.input[2], m, dtype):
