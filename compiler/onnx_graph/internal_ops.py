@@ -19,9 +19,10 @@ or float16 (all of a node's tensors one type), a blocked tensor being [N, C/8, H
   ToNchwc(X)                     [N, C, H, W] (C % 8 == 0) -> [N, C/8, H, W, 8]
   FromNchwc(X)                   [N, Cb, H, W, 8] -> [N, Cb*8, H, W]
   NchwcConv(X, W, [B], [Sum])    kernel_shape strides dilations pads group + the epilogue's
-                                 attributes; X blocked (group 1: W [M/8, C/8, KH, KW, 8, 8];
+                                 attributes; X blocked (group 1: W [M/G, C/8, KH, KW, 8, G],
+                                 G = 16 output channels per group when M % 16 == 0, else 8;
                                  group C: depthwise, W [C/8, KH, KW, 8]) or plain [N, C, H, W]
-                                 (group 1, W [M/8, C, KH, KW, 8]); B [M]; Sum and Y blocked
+                                 (group 1, W [M/G, C, KH, KW, G]); B [M]; Sum and Y blocked
   NchwcMaxPool(X)                kernel_shape strides dilations pads, ceil_mode (only for Y's
                                  shape, ONNX's MaxPool formula), zero_pads (1: the pads hold
                                  zeros, a folded Pad); X and Y blocked

@@ -39,13 +39,20 @@ def conv_variant(x_rank: int, group: int) -> Optional[str]:
     return None
 
 
-def blocked_weight_shape(variant: str, m: int, c: int, kernel: Sequence[int]) -> Tuple[int, ...]:
-    """W's shape for `variant` of a conv with M outputs, C inputs and window `kernel`."""
+def output_group(m: int) -> int:
+    """Output channels per weight group of a regular NchwcConv with M outputs: 16 (a pair of
+    blocks, one 16-float vector of the AVX-512 tiles) when M/8 is even, else 8."""
+    return 2 * BLOCK if m % (2 * BLOCK) == 0 else BLOCK
+
+
+def blocked_weight_shape(variant: str, m: int, c: int, kernel: Sequence[int], per_group: int = BLOCK) -> Tuple[int, ...]:
+    """W's shape for `variant` of a conv with M outputs, C inputs and window `kernel`, the
+    regular variants in groups of `per_group` output channels (8, or 16 when M % 16 == 0)."""
     kh, kw = kernel
     if variant == BLOCKED:
-        return (m // BLOCK, c // BLOCK, kh, kw, BLOCK, BLOCK)
+        return (m // per_group, c // BLOCK, kh, kw, BLOCK, per_group)
     if variant == PLAIN_INPUT:
-        return (m // BLOCK, c, kh, kw, BLOCK)
+        return (m // per_group, c, kh, kw, per_group)
     return (c // BLOCK, kh, kw, BLOCK)
 
 
@@ -54,19 +61,20 @@ def conv_dims(variant: str, x_shape: Sequence[int], w_shape: Sequence[int]) -> T
     c = x_shape[1] * BLOCK if len(x_shape) == 5 else x_shape[1]
     if variant == DEPTHWISE:
         return c, c, tuple(w_shape[1:3])
-    return w_shape[0] * BLOCK, c, tuple(w_shape[2:4])
+    return w_shape[0] * w_shape[-1], c, tuple(w_shape[2:4])
 
 
 def block_weights(w: np.ndarray, variant: str) -> np.ndarray:
-    """ONNX Conv weights [M, C/group, KH, KW] re-laid out for `variant`:
-    blocked     [M/8, C/8, KH, KW, 8(i), 8(o)]  W[ob, ib, kh, kw, i, o] = w[8ob + o, 8ib + i, kh, kw]
-    plain_input [M/8, C, KH, KW, 8(o)]          W[ob, c, kh, kw, o]     = w[8ob + o, c, kh, kw]
+    """ONNX Conv weights [M, C/group, KH, KW] re-laid out for `variant`, with G = output_group(M):
+    blocked     [M/G, C/8, KH, KW, 8(i), G(o)]  W[og, ib, kh, kw, i, o] = w[G·og + o, 8ib + i, kh, kw]
+    plain_input [M/G, C, KH, KW, G(o)]          W[og, c, kh, kw, o]     = w[G·og + o, c, kh, kw]
     depthwise   [C/8, KH, KW, 8]                W[cb, kh, kw, l]        = w[8cb + l, 0, kh, kw]"""
     m, c, kh, kw = w.shape
+    g = output_group(m)
     if variant == BLOCKED:
-        out = w.reshape(m // BLOCK, BLOCK, c // BLOCK, BLOCK, kh, kw).transpose(0, 2, 4, 5, 3, 1)
+        out = w.reshape(m // g, g, c // BLOCK, BLOCK, kh, kw).transpose(0, 2, 4, 5, 3, 1)
     elif variant == PLAIN_INPUT:
-        out = w.reshape(m // BLOCK, BLOCK, c, kh, kw).transpose(0, 2, 3, 4, 1)
+        out = w.reshape(m // g, g, c, kh, kw).transpose(0, 2, 3, 4, 1)
     else:
         out = w.reshape(m // BLOCK, BLOCK, kh, kw).transpose(0, 2, 3, 1)
     return np.ascontiguousarray(out)
@@ -80,7 +88,7 @@ def conv_output_dims(spatial: Sequence[int], kernel: Sequence[int], strides: Seq
                  for a, (i, k, s, d) in enumerate(zip(spatial, kernel, strides, dilations)))
 
 
-_W_LAYOUTS = {BLOCKED: "[M/8, C/8, KH, KW, 8, 8]", PLAIN_INPUT: "[M/8, C, KH, KW, 8]", DEPTHWISE: "[C/8, KH, KW, 8]"}
+_W_LAYOUTS = {BLOCKED: "[M/G, C/8, KH, KW, 8, G]", PLAIN_INPUT: "[M/G, C, KH, KW, G]", DEPTHWISE: "[C/8, KH, KW, 8]"}
 
 
 def conv_geometry(x_shape: Sequence[int], w_shape: Sequence[int], group: int) -> Tuple[str, int, int, Tuple[int, int]]:
@@ -95,10 +103,13 @@ def conv_geometry(x_shape: Sequence[int], w_shape: Sequence[int], group: int) ->
     rank = len(_W_LAYOUTS[variant].split(","))
     if len(w_shape) != rank:
         raise ValueError(f"W {list(w_shape)} must be {_W_LAYOUTS[variant]} (rank {rank}) for the {variant} variant")
+    if variant != DEPTHWISE and w_shape[-1] not in (BLOCK, 2 * BLOCK):
+        raise ValueError(f"W {list(w_shape)} must be {_W_LAYOUTS[variant]} with G = {BLOCK} or {2 * BLOCK} output "
+                         f"channels per group, not {w_shape[-1]}")
     m, c, kernel = conv_dims(variant, x_shape, w_shape)
     if variant == DEPTHWISE and group != c:
         raise ValueError(f"group {group} with a blocked X of {c} channels: only group 1 or a depthwise group == C")
-    want = blocked_weight_shape(variant, m, c, kernel)
+    want = blocked_weight_shape(variant, m, c, kernel, w_shape[-1])
     if tuple(w_shape) != want:
         raise ValueError(f"W {list(w_shape)} must be {_W_LAYOUTS[variant]} = {list(want)} for the {variant} variant "
                          f"with X {list(x_shape)}")

@@ -34,10 +34,12 @@ std::vector<double> Block(const std::vector<double>& x, int64_t n, int64_t c, in
 struct ConvCase {
   int64_t n, c, m, h, w, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
   bool depthwise = false, plain_input = false;
+  int64_t out_group = 1;  // output blocks per weight group: 2 = paired weights (W's last axis 16)
   int64_t oh() const { return (h + pt + pb - dh * (kh - 1) - 1) / sh + 1; }
   int64_t ow() const { return (w + pl + pr - dw * (kw - 1) - 1) / sw + 1; }
   std::string Describe() const {
-    return std::string(depthwise ? "depthwise" : plain_input ? "plain-input" : "blocked") + " x [" +
+    return std::string(depthwise ? "depthwise" : plain_input ? "plain-input" : "blocked") +
+           (out_group == 2 ? " paired" : "") + " x [" +
            std::to_string(n) + ", " + std::to_string(c) + ", " + std::to_string(h) + ", " + std::to_string(w) +
            "] m " + std::to_string(m) + " window " + std::to_string(kh) + "x" + std::to_string(kw) + " stride " +
            std::to_string(sh) + "x" + std::to_string(sw) + " dilation " + std::to_string(dh) + "x" +
@@ -80,7 +82,8 @@ void RunConv(const ConvCase& k, const Epi& e, uint32_t seed, DType dtype = F32) 
           if (e.sum) acc += s[at];
           y[at] = Activate(e, acc);
         }
-  // The contract's weight layouts.
+  // The contract's weight layouts (regular: groups of out_group blocks, GB output channels).
+  const int64_t GB = B * k.out_group;
   std::vector<double> wb(w.size());
   for (int64_t m = 0; m < k.m; ++m)
     for (int64_t c = 0; c < cg; ++c)
@@ -89,14 +92,14 @@ void RunConv(const ConvCase& k, const Epi& e, uint32_t seed, DType dtype = F32) 
           const double v = w[static_cast<size_t>(((m * cg + c) * k.kh + a) * k.kw + d)];
           int64_t at;
           if (k.depthwise) at = ((m / B * k.kh + a) * k.kw + d) * B + m % B;
-          else if (k.plain_input) at = (((m / B * k.c + c) * k.kh + a) * k.kw + d) * B + m % B;
-          else at = (((((m / B) * (k.c / B) + c / B) * k.kh + a) * k.kw + d) * B + c % B) * B + m % B;
+          else if (k.plain_input) at = (((m / GB * k.c + c) * k.kh + a) * k.kw + d) * GB + m % GB;
+          else at = (((((m / GB) * (k.c / B) + c / B) * k.kh + a) * k.kw + d) * B + c % B) * GB + m % GB;
           wb[static_cast<size_t>(at)] = v;
         }
   std::vector<int64_t> w_shape;
   if (k.depthwise) w_shape = {k.c / B, k.kh, k.kw, B};
-  else if (k.plain_input) w_shape = {k.m / B, k.c, k.kh, k.kw, B};
-  else w_shape = {k.m / B, k.c / B, k.kh, k.kw, B, B};
+  else if (k.plain_input) w_shape = {k.m / GB, k.c, k.kh, k.kw, GB};
+  else w_shape = {k.m / GB, k.c / B, k.kh, k.kw, B, GB};
   KernelTester t("NchwcConv");
   t.Attrs({{"kernel_shape", {k.kh, k.kw}}, {"strides", {k.sh, k.sw}}, {"dilations", {k.dh, k.dw}},
            {"pads", {k.pt, k.pl, k.pb, k.pr}}, {"group", k.depthwise ? k.c : 1}})
@@ -120,6 +123,18 @@ void RunConv(const ConvCase& k, const Epi& e, uint32_t seed, DType dtype = F32) 
 }
 
 const Epi kPlain{"", {}, false, false};
+
+// The cases, plus each regular one whose M/8 is even again with paired weights (the compiler
+// pairs them whenever it can; the AVX-512 path runs them on 16-float tiles).
+std::vector<ConvCase> WithPairedWeights(std::vector<ConvCase> cases) {
+  const size_t n = cases.size();
+  for (size_t i = 0; i < n; ++i)
+    if (!cases[i].depthwise && cases[i].m % (2 * B) == 0) {
+      cases.push_back(cases[i]);
+      cases.back().out_group = 2;
+    }
+  return cases;
+}
 
 std::vector<ConvCase> Geometries() {
   std::vector<ConvCase> cases = {
@@ -154,6 +169,10 @@ std::vector<ConvCase> Geometries() {
   ConvCase odd{1, 5, 8, 6, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1};
   odd.plain_input = true;
   cases.insert(cases.end(), {stem3, stem7, odd});
+  // output blocks for every paired tile width (pairs of 4, 3, 2 and 1, items of 8 blocks)
+  cases.push_back({1, 16, 64, 9, 10, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1});
+  cases.push_back({1, 8, 48, 13, 13, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0});
+  cases.push_back({2, 24, 96, 7, 7, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1});
   // depthwise: MobileNetV2's 3x3 stride 1 / 2, 5x5, dilation, planes down to 1x1
   for (ConvCase d : std::vector<ConvCase>{{1, 16, 16, 28, 28, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
                                           {2, 8, 8, 15, 15, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1},
@@ -164,7 +183,7 @@ std::vector<ConvCase> Geometries() {
     d.depthwise = true;
     cases.push_back(d);
   }
-  return cases;
+  return WithPairedWeights(cases);
 }
 
 // Pointwise, 3x3 (one and two passes over the input channels), the plain-input stem, depthwise.
@@ -173,10 +192,10 @@ std::vector<ConvCase> OneOfEachVariant() {
   stem.plain_input = true;
   ConvCase dw{1, 16, 16, 9, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1};
   dw.depthwise = true;
-  return {{1, 16, 24, 20, 20, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
-          {2, 8, 16, 9, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
-          {1, 72, 16, 5, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},  // two passes over the channels
-          stem, dw};
+  return WithPairedWeights({{1, 16, 24, 20, 20, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+                            {2, 8, 48, 9, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+                            {1, 72, 16, 5, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},  // two passes over the channels
+                            stem, dw});
 }
 
 KERNEL_TEST(NchwcConv_Geometries_BothPaths_VsNaive) {
@@ -223,6 +242,8 @@ KERNEL_TEST(NchwcConv_BadSpecs_RaiseNamedErrors) {
   };
   conv({1, 2, 5, 5, 8}, {1, 2, 3, 3, 8, 4}, {1, 1, 5, 5, 8}, 1).ExpectError(kInvalid, "weights W has shape");
   conv({1, 2, 5, 5, 8}, {1, 2, 3, 3, 8, 8}, {1, 1, 4, 5, 8}, 1).ExpectError(kInvalid, "output 0 has shape");
+  // paired weights (last axis 16) make 2 output blocks per group: Y must have them
+  conv({1, 2, 5, 5, 8}, {1, 2, 3, 3, 8, 16}, {1, 1, 5, 5, 8}, 1).ExpectError(kInvalid, "output 0 has shape");
   conv({1, 2, 5, 5, 4}, {1, 2, 3, 3, 8, 8}, {1, 1, 5, 5, 8}, 1).ExpectError(kInvalid, "blocked tensor");
   conv({1, 4, 5, 5, 8}, {2, 2, 3, 3, 8, 8}, {1, 2, 5, 5, 8}, 2).ExpectError(kUnimpl, "group 2");
   conv({1, 16, 5, 5}, {2, 3, 3, 8}, {1, 2, 5, 5, 8}, 16).ExpectError(kUnimpl, "group 16");

@@ -32,12 +32,12 @@ def from_blocked(x: np.ndarray) -> np.ndarray:
 
 def onnx_weights(w: np.ndarray, x_rank: int, group: int) -> np.ndarray:
     """NchwcConv's W back to ONNX's [M, C/group, KH, KW], by the contract's index formulas."""
-    if x_rank == 4:  # plain input: W[ob, c, kh, kw, o] = W_onnx[8ob + o, c, kh, kw]
-        mb, c, kh, kw, _ = w.shape
-        return w.transpose(0, 4, 1, 2, 3).reshape(mb * BLOCK, c, kh, kw)
-    if group == 1:  # W[ob, ib, kh, kw, i, o] = W_onnx[8ob + o, 8ib + i, kh, kw]
-        mb, cb, kh, kw, _, _ = w.shape
-        return w.transpose(0, 5, 1, 4, 2, 3).reshape(mb * BLOCK, cb * BLOCK, kh, kw)
+    if x_rank == 4:  # plain input: W[og, c, kh, kw, o] = W_onnx[G·og + o, c, kh, kw], G = 8 or 16
+        mg, c, kh, kw, g = w.shape
+        return w.transpose(0, 4, 1, 2, 3).reshape(mg * g, c, kh, kw)
+    if group == 1:  # W[og, ib, kh, kw, i, o] = W_onnx[G·og + o, 8ib + i, kh, kw]
+        mg, cb, kh, kw, _, g = w.shape
+        return w.transpose(0, 5, 1, 4, 2, 3).reshape(mg * g, cb * BLOCK, kh, kw)
     cb, kh, kw, _ = w.shape  # depthwise: W[cb, kh, kw, l] = W_onnx[8cb + l, 0, kh, kw]
     return w.transpose(0, 3, 1, 2).reshape(cb * BLOCK, 1, kh, kw)
 

@@ -51,9 +51,10 @@ def test_a_blocked_chain_lowers_to_its_kernels_with_explicit_attrs():
 
 
 @pytest.mark.parametrize("x_shape, w_shape, group", [
-    ([1, 3, 9, 9], (2, 3, 3, 3, 8), 1),      # plain input: W [M/8, C, KH, KW, 8]
+    ([1, 3, 9, 9], (2, 3, 3, 3, 8), 1),      # plain input: W [M/G, C, KH, KW, G], G = 8
+    ([1, 3, 9, 9], (1, 3, 3, 3, 16), 1),     # G = 16: output channels in pairs of blocks
     ([1, 2, 9, 9, 8], (2, 3, 3, 8), 16),     # depthwise: W [C/8, KH, KW, 8]
-], ids=["plain-input", "depthwise"])
+], ids=["plain-input", "plain-input-paired", "depthwise"])
 def test_nchwc_conv_variants_pass_only_present_inputs(x_shape, w_shape, group):
     node = internal("NchwcConv", ["X", "W", "", "S"], ["Y"], group=group, kernel_shape=[3, 3], strides=[2, 2],
                     dilations=[1, 1], pads=[0, 0, 0, 0])
@@ -90,14 +91,18 @@ def _conv_error(x_shape, w_shape, match, group=1, inits=None, extra=(), **attrs)
 
 def test_nchwc_conv_weights_of_the_wrong_rank_for_the_variant():
     _conv_error([1, 1, 5, 5, 8], (8, 8, 3, 3), r"node 'Y' \(NchwcConv\): W \[8, 8, 3, 3\] must be "
-                r"\[M/8, C/8, KH, KW, 8, 8\] \(rank 6\) for the blocked variant")
-    _conv_error([1, 3, 5, 5], (1, 3, 3, 3, 8, 8), r"W \[1, 3, 3, 3, 8, 8\] must be \[M/8, C, KH, KW, 8\] "
+                r"\[M/G, C/8, KH, KW, 8, G\] \(rank 6\) for the blocked variant")
+    _conv_error([1, 3, 5, 5], (1, 3, 3, 3, 8, 8), r"W \[1, 3, 3, 3, 8, 8\] must be \[M/G, C, KH, KW, G\] "
                 r"\(rank 5\) for the plain_input variant")
 
 
 def test_nchwc_conv_weights_of_the_wrong_shape():
-    _conv_error([1, 2, 5, 5, 8], (1, 1, 3, 3, 8, 8), r"W \[1, 1, 3, 3, 8, 8\] must be \[M/8, C/8, KH, KW, 8, 8\] "
+    _conv_error([1, 2, 5, 5, 8], (1, 1, 3, 3, 8, 8), r"W \[1, 1, 3, 3, 8, 8\] must be \[M/G, C/8, KH, KW, 8, G\] "
                 r"= \[1, 2, 3, 3, 8, 8\] for the blocked variant with X \[1, 2, 5, 5, 8\]")
+    _conv_error([1, 2, 5, 5, 8], (1, 1, 3, 3, 8, 16), r"W \[1, 1, 3, 3, 8, 16\] must be \[M/G, C/8, KH, KW, 8, G\] "
+                r"= \[1, 2, 3, 3, 8, 16\] for the blocked variant")
+    _conv_error([1, 2, 5, 5, 8], (1, 2, 3, 3, 8, 4), r"W \[1, 2, 3, 3, 8, 4\] must be \[M/G, C/8, KH, KW, 8, G\] "
+                r"with G = 8 or 16 output channels per group, not 4")
 
 
 def test_nchwc_conv_input_that_is_not_blocked_in_eights():

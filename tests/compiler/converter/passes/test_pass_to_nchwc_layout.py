@@ -129,11 +129,12 @@ def test_mobilenet_v2_block_pass_alone():
     model = mobilenet_v2_block()
     out = run_pass(model, PASS)
     assert counts(out) == {"NchwcConv": 5, "Clip": 4, "Add": 1, "FromNchwc": 1, "GlobalAveragePool": 1}
-    # stem: plain X, weights [M/8, C, KH, KW, 8]; depthwise [C/8, KH, KW, 8]; pointwise [M/8, C/8, 1, 1, 8, 8]
+    # stem: plain X, weights [M/16, C, KH, KW, 16]; depthwise [C/8, KH, KW, 8]; pointwise [M/16, C/8, 1, 1, 8, 16]
+    # (M = 16: output channels in pairs of blocks)
     assert node_named(out, "stem").input[0] == "X"
-    assert init_shape(out, node_named(out, "stem").input[1]) == (2, 3, 3, 3, 8)
+    assert init_shape(out, node_named(out, "stem").input[1]) == (1, 3, 3, 3, 16)
     assert init_shape(out, node_named(out, "depthwise").input[1]) == (6, 3, 3, 8)
-    assert init_shape(out, node_named(out, "project").input[1]) == (2, 6, 1, 1, 8, 8)
+    assert init_shape(out, node_named(out, "project").input[1]) == (1, 6, 1, 1, 8, 16)
     assert not {t.name for t in out.graph.initializer} & {"stem_W", "expand_W", "depthwise_W", "project_W"}
     # the elementwise ops run on blocked tensors; only GlobalAveragePool reads NCHW
     assert node_named(out, "residual").input[:] == ["project__nchwc", "stem_act__nchwc"]
@@ -196,6 +197,29 @@ def test_a_second_run_changes_nothing(make):
     assert run_pass(once, PASS).SerializeToString() == once.SerializeToString()
     alone = run_pass(make(), PASS)
     assert run_pass(alone, PASS).SerializeToString() == alone.SerializeToString()
+
+
+@pytest.mark.parametrize("c, m, want", [
+    (16, 32, (2, 2, 3, 3, 8, 16)),  # M/8 even: pairs of blocks, 16 output channels per group
+    (16, 24, (3, 2, 3, 3, 8, 8)),   # M/8 odd: one block per group
+    (3, 48, (3, 3, 3, 3, 16)),      # plain input, paired
+    (3, 40, (5, 3, 3, 3, 8)),
+], ids=["blocked-paired", "blocked-single", "plain-paired", "plain-single"])
+def test_weights_are_grouped_in_pairs_of_output_blocks_when_m_allows(c, m, want):
+    net = Net()
+    net.conv("X", c, m, k=3, pads=[1, 1, 1, 1], out="Y")
+    model = net.model([("X", F32, [1, c, 6, 7])], ["Y"])
+    out = run_pass(model, PASS)
+    w_name = node_named(out, "Y").input[1]
+    assert init_shape(out, w_name) == want
+    # the contract's index formula: W[og, ib, kh, kw, i, o] = w[G·og + o, 8ib + i, kh, kw]
+    got = numpy_helper.to_array(next(t for t in out.graph.initializer if t.name == w_name))
+    w = numpy_helper.to_array(next(t for t in model.graph.initializer if t.name == node_named(model, "Y").input[1]))
+    per_group = want[-1]
+    for og, o, ci in [(0, 0, 0), (len(got) - 1, per_group - 1, c - 1), (len(got) // 2, per_group // 2, c // 2)]:
+        at = (og, ci // 8, 1, 2, ci % 8, o) if c % 8 == 0 else (og, ci, 1, 2, o)
+        assert got[at] == w[per_group * og + o, ci, 1, 2]
+    check(model, out)
 
 
 # --- windows ------------------------------------------------------------------------------------

@@ -3,8 +3,10 @@
 // (to_nchwc_layout) writes it for chains of convolutions, with W already in the blocked order,
 // so this kernel does no repacking and the weights stay mapped from the PopEF. Inputs X, W, then B when has_bias = 1, then Sum when
 // has_sum = 1. Variants, by X's rank and `group`:
-//   regular, blocked input   X [N, C/8, H, W, 8], W [M/8, C/8, KH, KW, 8(c), 8(m)]
-//   regular, plain input     X [N, C, H, W] (any C), W [M/8, C, KH, KW, 8(m)]
+//   regular, blocked input   X [N, C/8, H, W, 8], W [M/8G, C/8, KH, KW, 8(c), 8G(m)]
+//   regular, plain input     X [N, C, H, W] (any C), W [M/8G, C, KH, KW, 8G(m)]
+// where G (1, or 2 when M/8 is even) is the number of output blocks per weight group: a pair
+// of blocks is one 16-float vector of the AVX-512 tiles.
 //   depthwise (group == C)   X [N, C/8, H, W, 8], W [C/8, KH, KW, 8]
 // Y and Sum are [N, M/8, OH, OW, 8], B is [M].
 //
@@ -29,11 +31,12 @@ namespace {
 // Output pixels per row segment when a row is long (pointwise rows are H·W pixels): a multiple
 // of the tile widths (6 and 8) that keeps one segment's input blocks in L1/L2.
 constexpr int64_t kSegmentPixels = 192;
-// Output blocks per work item of the regular convolution (2 tiles' worth).
-constexpr int64_t kItemBlocks = 4;
+// Output blocks per work item of the regular convolution: one AVX-512 tile of 4 pairs, two of
+// 4 blocks, four AVX2 tiles (which reuse the input window in L1). Even, so items start at whole pairs.
+constexpr int64_t kItemBlocks = 8;
 // Weight bytes of one work item's pass over the input channels (kItemBlocks output blocks):
 // they stay in L2 while the item's pixel tiles use them, and the pass's input window in L1.
-constexpr int64_t kPassWeightBytes = 64 * 1024;
+constexpr int64_t kPassWeightBytes = 128 * 1024;
 // Output rows at most this wide read a zero-padded copy of the input when the convolution pads
 // its columns: at a border pixel the window is cut, so it takes a 1-pixel tile (a few times
 // slower per pixel than the 6-pixel ones); on a 7-wide row that is 2 pixels of 7.
@@ -164,10 +167,12 @@ std::unique_ptr<Kernel> CreateFloat32NchwcConv(const KernelSpec& spec) {
   ReadNchwcWindow(spec, &g);
   if (group == 1) {
     if (w.empty()) throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": weights have no dims");
-    g.out_blocks = w[0];
+    g.out_group = w.back() == 2 * kNchwcBlock ? 2 : 1;
+    g.out_blocks = w[0] * g.out_group;
+    const int64_t groups = w[0], lanes = g.out_group * kNchwcBlock;
     CheckShape(spec, "weights W", w,
-               blocked_input ? std::vector<int64_t>{g.out_blocks, g.in_blocks, g.kh, g.kw, kNchwcBlock, kNchwcBlock}
-                             : std::vector<int64_t>{g.out_blocks, c, g.kh, g.kw, kNchwcBlock});
+               blocked_input ? std::vector<int64_t>{groups, g.in_blocks, g.kh, g.kw, kNchwcBlock, lanes}
+                             : std::vector<int64_t>{groups, c, g.kh, g.kw, lanes});
   } else if (group == c && blocked_input) {
     p.depthwise = true;
     g.out_blocks = g.in_blocks;

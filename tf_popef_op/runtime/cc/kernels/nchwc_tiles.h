@@ -9,10 +9,11 @@
 // activations run over each finished row segment while it is in cache.
 //
 // Each function computes one output row segment; the kernels spread row segments over the
-// intra-op pool. The code is compiled three times (nchwc_tiles.inc): for AVX-512VL (tiles of 4
-// blocks in its 32 registers), for AVX2+FMA (2 blocks in 16), and portable (GCC vector types,
-// whatever the build's -march); NchwcTiles() picks one from vector_math.h's run-time path
-// (TF_POPEF_SIMD), so one build runs on any x86-64 host.
+// intra-op pool. The code is compiled three times (nchwc_tiles.inc): for AVX-512 (tiles of 4
+// pairs of blocks, a pair being one 16-float vector, nchwc_tiles_zmm.inc; 4 blocks of 8 when
+// the weights are not paired), for AVX2+FMA (2 blocks in 16 registers), and portable (GCC
+// vector types, whatever the build's -march); NchwcTiles() picks one from vector_math.h's
+// run-time path (TF_POPEF_SIMD), so one build runs on any x86-64 host.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +31,9 @@ constexpr int64_t kNchwcBlock = 8;
 struct NchwcGeometry {
   int64_t in_blocks = 0, in_lanes = kNchwcBlock;  // C/8 blocks of 8, or C planes of 1
   int64_t out_blocks = 0;                          // M/8
+  // Output blocks per weight group: W's last axis holds 8·out_group output channels, so a pair
+  // of blocks (out_group 2) is one 16-float vector for the AVX-512 tiles (M/8 even), 1 otherwise.
+  int64_t out_group = 1;
   int64_t h = 0, w = 0, oh = 0, ow = 0;
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pad_top = 0, pad_left = 0;
   // Convolution: input blocks per pass over the input channels (see ConvPass in nchwc_tiles.inc).
@@ -41,6 +45,9 @@ struct NchwcGeometry {
   int64_t out_image_stride() const { return out_blocks * out_block_stride(); }
   // Floats of weights per output block: [in_blocks, kh, kw, in_lanes, 8] (depthwise: [kh, kw, 8]).
   int64_t weights_per_out_block() const { return in_blocks * kh * kw * in_lanes * kNchwcBlock; }
+  // Floats of weights per group of out_group blocks (regular convolution): [in_blocks, kh, kw,
+  // in_lanes, 8·out_group], block b of the group being lanes [8b, 8b + 8) of the last axis.
+  int64_t weights_per_group() const { return weights_per_out_block() * out_group; }
 };
 
 // What the tile code applies before storing: bias (per output channel), the residual sum
