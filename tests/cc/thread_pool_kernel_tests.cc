@@ -65,6 +65,34 @@ KERNEL_TEST(ThreadPool_CoversEveryIndexExactlyOnce) {
   CheckCoverage(ThreadPool::Global(), 3, 1);
 }
 
+// ParallelFor hands out a few chunks per thread (so a late or slowed thread's share goes to the
+// others): every index once, every chunk at least the grain, and no more than 4 per thread
+// (a pool of one thread runs it as one chunk).
+KERNEL_TEST(ThreadPool_ParallelForSplitsIntoFewChunksPerThread) {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {1, 7, 64, 1000, 4097})
+      for (int64_t grain : {1, 3, 100}) {
+        const std::string where = "threads " + std::to_string(threads) + ", n " + std::to_string(n) + ", grain " +
+                                  std::to_string(grain);
+        std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+        std::atomic<int64_t> calls{0}, short_chunks{0};
+        pool.ParallelFor(n, grain, [&](int64_t begin, int64_t end) {
+          for (int64_t i = begin; i < end; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
+          calls.fetch_add(1);
+          if (n >= grain && end - begin < grain) short_chunks.fetch_add(1);
+        });
+        for (int64_t i = 0; i < n; ++i)
+          if (hits[static_cast<size_t>(i)].load() != 1) Fail(where + ": index " + std::to_string(i) + " ran " +
+                                                             std::to_string(hits[static_cast<size_t>(i)].load()) + " times");
+        const int64_t want = threads == 1 ? 1 : std::max<int64_t>(1, std::min<int64_t>(n / grain, 4 * threads));
+        if (calls.load() != want)
+          Fail(where + ": " + std::to_string(calls.load()) + " chunks, expected " + std::to_string(want));
+        if (short_chunks.load() != 0) Fail(where + ": a chunk shorter than the grain");
+      }
+  }
+}
+
 KERNEL_TEST(ThreadPool_SizeOneRunsOnTheCaller) {
   ThreadPool pool(1);
   const auto caller = std::this_thread::get_id();

@@ -28,8 +28,9 @@ class ThreadPool {
   int num_threads() const;
 
   // Calls fn(begin, end) on disjoint ranges covering [0, n), each at least `grain` items long
-  // (except when n < grain), in at most num_threads() chunks, and returns when all are done.
-  // The first exception thrown by fn is rethrown here after every chunk has finished.
+  // (except when n < grain), in at most a few chunks per thread that the threads take one at a
+  // time, and returns when all are done. The first exception thrown by fn is rethrown here
+  // after every chunk has finished.
   void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
   // As ParallelFor, and fn also gets the chunk number in [0, NumChunks(n, grain)), for kernels
@@ -41,6 +42,8 @@ class ThreadPool {
   int64_t NumChunks(int64_t n, int64_t grain) const;
 
  private:
+  // fn(chunk, begin, end) on `chunks` near-equal ranges of [0, n).
+  void RunChunks(int64_t n, int64_t chunks, const std::function<void(int64_t, int64_t, int64_t)>& fn);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
