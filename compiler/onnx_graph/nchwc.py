@@ -45,7 +45,7 @@ def output_group(m: int) -> int:
     return 2 * BLOCK if m % (2 * BLOCK) == 0 else BLOCK
 
 
-def blocked_weight_shape(variant: str, m: int, c: int, kernel: Sequence[int], per_group: int = BLOCK) -> Tuple[int, ...]:
+def blocked_weight_shape(variant: str, m: int, c: int, kernel: Sequence[int], per_group: int) -> Tuple[int, ...]:
     """W's shape for `variant` of a conv with M outputs, C inputs and window `kernel`, the
     regular variants in groups of `per_group` output channels (8, or 16 when M % 16 == 0)."""
     kh, kw = kernel

@@ -1,14 +1,13 @@
 // NchwcConv: a 2-D convolution on the blocked NCHW8c layout (docs/popef.md, "Blocked layout"),
 // Y = act(conv(X, W) + B + Sum), float32 (float16 through fp16_adapter.h). The compiler
 // (to_nchwc_layout) writes it for chains of convolutions, with W already in the blocked order,
-// so this kernel does no repacking and the weights stay mapped from the PopEF. Inputs X, W, then B when has_bias = 1, then Sum when
-// has_sum = 1. Variants, by X's rank and `group`:
+// so this kernel does no repacking and the weights stay mapped from the PopEF. Inputs X, W,
+// then B when has_bias = 1, then Sum when has_sum = 1. Variants, by X's rank and `group`:
 //   regular, blocked input   X [N, C/8, H, W, 8], W [M/8G, C/8, KH, KW, 8(c), 8G(m)]
 //   regular, plain input     X [N, C, H, W] (any C), W [M/8G, C, KH, KW, 8G(m)]
-// where G (1, or 2 when M/8 is even) is the number of output blocks per weight group: a pair
-// of blocks is one 16-float vector of the AVX-512 tiles.
 //   depthwise (group == C)   X [N, C/8, H, W, 8], W [C/8, KH, KW, 8]
-// Y and Sum are [N, M/8, OH, OW, 8], B is [M].
+// Y and Sum are [N, M/8, OH, OW, 8], B is [M]. G (1, or 2 when M/8 is even) is the number of
+// output blocks per weight group: a pair of blocks is one 16-float vector of the AVX-512 tiles.
 //
 // Work items are output row segments × groups of output blocks, spread over the intra-op pool;
 // the tile loops are in nchwc_tiles.inc. A 1x1 stride-1 unpadded convolution is a matrix
