@@ -6,6 +6,8 @@ The runtime's C++ library and its Python extension are built by CMake
   outputs go into the source tree (tf_popef_op/lib, tf_popef_op/runtime) and the CMake build
   directory is build/cmake-inplace, so a rebuild only recompiles what changed;
 - otherwise (wheel / normal install): outputs go into the build lib, CMake dir build/cmake-wheel.
+The same build_ext first compiles the upstream .proto files in third_party/proto into
+serving/protos (serving/protos/build_protos.py).
 """
 import os
 import subprocess
@@ -36,8 +38,15 @@ class CMakeBuild(build_ext):
     def run(self):
         # Replaces setuptools' build-then-copy: CMake writes straight to the final place.
         inplace = bool(self.inplace or getattr(self, "editable_mode", False))
+        self._build_protos(inplace)
         for ext in self.extensions:
             self._build_cmake(ext, inplace)
+
+    def _build_protos(self, inplace: bool):
+        # Message classes and gRPC stubs from the upstream .proto files in third_party/proto.
+        import runpy
+        out_dir = (ROOT if inplace else Path(self.build_lib).resolve()) / "serving" / "protos"
+        runpy.run_path(str(ROOT / "serving" / "protos" / "build_protos.py"))["build"](out_dir)
 
     def _build_cmake(self, ext: CMakeExtension, inplace: bool):
         # Python-side dependencies of the build, resolved in the interpreter running setup.py.
