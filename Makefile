@@ -51,8 +51,8 @@ $(BENCH_STAMP): $(STAMP) requirements-bench.txt
 	$(PIP) install --quiet -r requirements-bench.txt
 	touch $@
 
-# Issue 5's suite (about 20 min on 2 cores, plus a one-time tf2onnx export of the networks);
-# docs/benchmarks.md quotes this exact command.
+# The real-network suite (about 20 min on 2 cores, plus a one-time tf2onnx export of the
+# networks); docs/benchmarks.md quotes this exact command.
 bench: build $(BENCH_STAMP)
 	$(PY) benchmarks/bench_mlp.py
 	mkdir -p build/bench

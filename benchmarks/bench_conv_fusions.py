@@ -4,7 +4,7 @@ MobileNetV2 (alpha 1.0, 224x224) and ResNet50 (224x224) of bench_keras_architect
 
 Three compilations of the same exported ONNX model:
   none     skip_passes=[fold_batchnorm], CompilerOptions(kernel_fusion=False): every BN, Add,
-           Relu/Clip is its own step (the compiler before issue #5's fusions);
+           Relu/Clip is its own step (no fold, no fusion);
   fold     fold_batchnorm only;
   fused    the default: BN folded, then FusedConv with bias/sum/activation epilogues.
 onnxruntime runs the `none` model (standard ONNX, BN kept: its own optimizer folds and fuses)

@@ -1,7 +1,7 @@
 """FusedElementwise vs the same chain run op by op, and vs onnxruntime, interleaved.
 
 Chains the fusion pass (fuse_elementwise_chain) turns into one FusedElementwise, at an
-activation size of the issue #5 networks (BERT's FFN, batch 8: [8, 128, 1024] floats):
+activation size of bench_models.py's networks (BERT's FFN, batch 8: [8, 128, 1024] floats):
 
   swish_bias   x·σ(x)·0.5 + b[n]                 (4 ops; b per last axis)
   hardswish    x·clip(x/6 + 0.5, 0, 1)           (4 ops, as tf2onnx writes Keras' hard_swish)

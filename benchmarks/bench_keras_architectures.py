@@ -1,4 +1,4 @@
-"""Full-size architectures of issue 4 on the emulator against TensorFlow: MobileNetV2 (alpha 1.0,
+"""The full-size Keras architectures on the emulator against TensorFlow: MobileNetV2 (alpha 1.0,
 224x224) and ResNet50 (224x224) with random weights and calibrated BatchNorm, and the BERT-style
 encoder (4 layers, hidden 256, 4 heads, seq 128); batch 1 and 8, fp32 and fp16. Checks the same
 tolerances as tests/models/test_keras_architectures.py (which runs small variants) and prints

@@ -1,6 +1,6 @@
 """Single-op kernels: ModelRunner vs onnxruntime, interleaved in the same run.
 
-Each case is a one- or two-node ONNX model at the shapes the issue #5 networks produce
+Each case is a one- or two-node ONNX model at the shapes bench_models.py's networks produce
 (BERT-style encoder: batch 8, seq 128, hidden 256, 4 heads, FFN 1024; MobileNetV2 / ResNet50
 activations at batch 8). Both engines get the same intra-op thread count (onnxruntime's
 intra_op_num_threads; the emulator's pool size comes from TF_POPEF_NUM_THREADS, default =

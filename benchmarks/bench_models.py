@@ -1,4 +1,4 @@
-"""Issue 5's benchmark suite on real networks: ModelRunner vs onnxruntime vs TensorFlow.
+"""The benchmark suite on real networks: ModelRunner vs onnxruntime vs TensorFlow.
 
     .venv/bin/python benchmarks/bench_models.py [--parts peak latency batching memory profile]
         [--models mobilenet_v2 resnet50 bert_encoder] [--batch 1 8] [--threads N]

@@ -1,4 +1,4 @@
-"""Runtime overheads of the emulator (issue #5): what a request and an op cost besides the math.
+"""Runtime overheads of the emulator: what a request and an op cost besides the math.
 
 * round trip: a synchronous `ModelRunner.execute` of a one-op model (X + Y, one float32 each)
   with caller-provided outputs: Python -> queue -> device thread -> completion -> Python;

@@ -5,7 +5,7 @@ steps per run and latency, with and without them.
 
 The cached ONNX export (model_zoo.py; exported once with tf2onnx) is converted once and
 compiled twice: with the default KERNEL_FUSION_PIPELINE, and with those five passes taken out
-of it (fuse_epilogue alone, the state before them). Both are timed interleaved
+of it (fuse_epilogue alone). Both are timed interleaved
 (interleaved_timing.py) with onnxruntime at the same thread count on the standard-ONNX graph
 bench_models.py gives it; a second copy of the fused model is timed too: the spread between the
 two identical copies is the noise floor of the run. Outputs are checked against onnxruntime.

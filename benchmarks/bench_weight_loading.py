@@ -1,6 +1,6 @@
 """PopEF load time and peak resident memory with weights used in place from the mmap'd file
 (the default) vs copied into device memory (TF_POPEF_MMAP_WEIGHTS=0), on an MLP with large
-weights (issue #5).
+weights.
 
 Each measurement runs in a fresh process (peak RSS is per process): it imports the runtime,
 notes its RSS, creates a ModelRunner from the PopEF file (parse + checksum + prepare + load),

@@ -1,7 +1,7 @@
 """ONNX -> PopEF with the wall time of each stage: every converter pass (timed from the
 converter's own "running pass" log records) and the lowering steps of
 compiler/lowering/lower_model.py (timed by wrapping the functions it calls, for this one call
-only; a step the compiler no longer has is simply not reported)."""
+only; a step the compiler does not have is not reported)."""
 import contextlib
 import importlib
 import logging

@@ -1,4 +1,4 @@
-"""The networks of issue 5's benchmark (tests/models/keras_architectures.py builders, random
+"""The networks of bench_models.py (tests/models/keras_architectures.py builders, random
 weights, BatchNorm calibrated) and their ONNX exports, cached in benchmarks/.cache/.
 
 tf2onnx takes minutes on ResNet50, so each export is written once to

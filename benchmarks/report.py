@@ -1,8 +1,8 @@
 """bench_models.py's results as markdown tables (the format of docs/benchmarks.md)."""
 from typing import List
 
-FP32_TARGET = 1.5       # issue 5: every fp32 cell within 1.5x onnxruntime's median latency
-PEAK_TARGET = 0.70      # issue 5: ResNet50 batch 8 at >= 70 % of the measured sgemm peak
+FP32_TARGET = 1.5       # target: every fp32 cell within 1.5x onnxruntime's median latency
+PEAK_TARGET = 0.70      # target: ResNet50 batch 8 at >= 70 % of the measured sgemm peak
 
 
 def _table(header: List[str], align: str, rows: List[List[str]]) -> List[str]:

@@ -12,7 +12,8 @@ from onnx.backend.test.loader import load_model_tests
 
 from compiler.lowering.rule_registry import supported_ops
 
-# Lowered by rules but checked elsewhere (issue 4 part B: recurrent layers).
+# Lowered by rules but checked elsewhere (tests/compiler/lowering/test_recurrent_ops.py,
+# tests/compiler/converter/passes/test_decompose_einsum.py).
 NOT_CLAIMED_HERE = {"LSTM", "GRU", "Einsum"}
 # Control flow has no lowering rule: the converter unrolls Scan and static Loop/If, the lowering
 # turns run-time If/Loop into If/Loop steps (compiler/lowering/control_flow.py).

@@ -1,7 +1,7 @@
 """Runs every claimed ONNX node case through PopefBackend and prints the counts that
 docs/conformance.md records: per op, passed / expected failures / unexpected failures, over all
 claimed cases and over those whose tensors are all float32/float16/integer/bool (the dtypes the
-issue's target counts; float64 and the exotic types are counted in the first total only).
+coverage target counts; float64 and the exotic types are counted in the first total only).
 
     .venv/bin/python tests/conformance/conformance_report.py [--markdown]
 """

@@ -1,5 +1,5 @@
 """Shared by the TensorFlow front-end and model tests: run a compiled model on the emulator and
-compare with a reference, with the tolerances of issue 4 (fp32 1e-4, fp16 2e-2, relative to
+compare with a reference, with the model tolerances (fp32 1e-4, fp16 2e-2, relative to
 the largest magnitude of the reference so a tensor of small values is not judged on noise)."""
 from typing import Dict, Optional, Sequence
 

@@ -1,4 +1,4 @@
-"""One tiny Keras model per standard layer (and per variant the issue lists: strides,
+"""One tiny Keras model per standard layer (and per variant that takes its own path: strides,
 dilations, groups, padding, every activation...), each small enough to export and compile in
 about a second. LAYERS maps a test id to (builder, input shape without batch, input dtype)."""
 import keras

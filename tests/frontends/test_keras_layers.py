@@ -1,4 +1,4 @@
-"""Every standard Keras layer of issue 4 in a tiny model, saved as a .keras file, exported by the
+"""Every standard Keras layer in a tiny model, saved as a .keras file, exported by the
 front end and compared with the Keras model's own output:
 
 - test_export_matches_keras: the exported ONNX run by onnxruntime (checks the front end alone);

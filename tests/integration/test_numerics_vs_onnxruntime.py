@@ -121,7 +121,7 @@ def test_gemm_transposes_alpha_beta(rng):
 
 
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
-def test_every_issue2_kernel_in_fp16_and_fp32(rng, precision):
+def test_core_float_kernels_in_one_graph_fp16_and_fp32(rng, precision):
     """A graph touching each float kernel once, so both storage types go through every kernel."""
     nodes = [
         helper.make_node("MatMul", ["X", "W"], ["M"]),

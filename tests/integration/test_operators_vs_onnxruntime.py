@@ -1,4 +1,4 @@
-"""Issue 4 operators end to end (compiler -> PopEF -> emulator) against onnxruntime, on random
+"""The Keras-model operators end to end (compiler -> PopEF -> emulator) against onnxruntime, on random
 data of realistic sizes, in fp32 and fp16 (--precision fp16: the whole model in float16,
 compared with the fp32 oracle). The ONNX conformance suite (tests/conformance) covers the
 attribute corners on tiny tensors; these cases cover each kernel path (pointwise, depthwise

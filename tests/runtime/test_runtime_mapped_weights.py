@@ -95,7 +95,7 @@ def test_reload_rebinds_device_memory(monkeypatch):
 
 def test_mapped_models_alternating_on_one_device():
     """Two mapped executables sharing a device: every switch is still a counted reload, which
-    now copies nothing; both keep computing with their own weights."""
+    copies nothing; both keep computing with their own weights."""
     device = idle_ipu2_device()
     cfg = runtime.RuntimeConfig(device_id=device)
     w1, w2 = weights((64, 2), seed=41), weights((64, 2), seed=42)
