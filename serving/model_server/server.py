@@ -91,12 +91,18 @@ def _build_load_servable(options, metrics, scheduler):
     from serving.model_server.warmup import warm_up
 
     def load_servable(name, version, path):
+        """Loads the version (opening its PopEF files) and replays its warm-up records: it
+        only becomes AVAILABLE once both succeeded."""
         servable = Servable(name, version, path, options.saved_model_tags.split(","))
         servable.load()
         if scheduler is not None:
             servable = BatchingServable(servable, scheduler)
         if options.enable_model_warmup:
-            warm_up(servable, path, options.num_request_iterations_for_warmup)
+            try:
+                warm_up(servable, path, options.num_request_iterations_for_warmup)
+            except BaseException:
+                servable.unload()
+                raise
         return servable
     return load_servable
 
