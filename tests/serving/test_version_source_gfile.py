@@ -1,7 +1,7 @@
 """Model base paths, config files and warm-up files through tf.io.gfile: a PopEF model under
 `ram://` (copied to a local directory while it serves, removed at unload) and under `file://`,
 served in-process (ram:// is per process) through the gRPC services and the official
-tensorflow-serving-api stubs; and the codes of runtime errors at request time."""
+tensorflow-serving-api stubs."""
 import contextlib
 import concurrent.futures
 import logging
@@ -121,29 +121,3 @@ def test_unreadable_config_file_names_it(tmp_path):
     assert caught.value.code == grpc.StatusCode.INVALID_ARGUMENT
     assert "ram://configs/missing.config: cannot read the model config file" in (
         caught.value.message)
-
-
-def _loaded_without_warmup(popef, path):
-    """A loaded Servable whose op has not opened its PopEF yet (no request has run)."""
-    from serving.model_server.servable import Servable
-    servable = Servable("add", 1, _export(popef, path, warmup=False))
-    servable.load()
-    return servable, os.path.join(str(path), "assets", "add.popef")
-
-
-def test_request_time_runtime_errors_are_not_not_found(add_popef, tmp_path):
-    from serving.model_server.errors import ServingError, http_status
-    servable, asset = _loaded_without_warmup(add_popef, tmp_path / "missing")
-    os.remove(asset)
-    with pytest.raises(ServingError) as caught:
-        servable.run("", {"X": X, "Y": Y})
-    assert caught.value.code == grpc.StatusCode.INTERNAL and http_status(caught.value.code) == 500
-    assert "a file it needs is missing" in caught.value.message and "add.popef" in (
-        caught.value.message)
-
-    servable, asset = _loaded_without_warmup(add_popef, tmp_path / "truncated")
-    with open(asset, "r+b") as handle:
-        handle.truncate(os.path.getsize(asset) // 2)
-    with pytest.raises(ServingError) as caught:
-        servable.run("", {"X": X, "Y": Y})
-    assert caught.value.code == grpc.StatusCode.DATA_LOSS and http_status(caught.value.code) == 500
