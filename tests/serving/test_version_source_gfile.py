@@ -15,6 +15,7 @@ import tensorflow as tf
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
 from serving_harness import REPO
+from serving_models import expected_affine, save_affine
 
 sys.path.insert(0, os.path.join(REPO, "tests", "op"))
 from popef_models import compile_add_model  # noqa: E402
@@ -79,11 +80,6 @@ def _predict(stub, name):
     return response.model_spec.version.value, tf.make_ndarray(response.outputs["O"])
 
 
-def _only_servable(core):
-    (servable,) = core.manager.available_servables()
-    return servable
-
-
 def test_ram_base_path_serves_a_popef_model_from_a_local_copy(add_popef, tmp_path, caplog):
     local = _export(add_popef, tmp_path / "export")
     _copy_tree(local, "ram://ram_base/add/3")
@@ -92,25 +88,38 @@ def test_ram_base_path_serves_a_popef_model_from_a_local_copy(add_popef, tmp_pat
         version, out = _predict(stub, "add")
         assert version == 3
         np.testing.assert_array_equal(out, X + Y)
-        copy = _only_servable(core)._local
+        (servable,) = core.manager.available_servables()
+        copy = servable._local
         assert copy.copied and os.path.isfile(os.path.join(copy.path, "assets", "add.popef"))
         assert "Number of warmup records read: 1." in caplog.text
     assert not os.path.exists(copy.path), "the local copy outlived the unload"
 
 
-def test_config_file_on_ram_and_base_path_as_file_uri(add_popef, tmp_path):
+def test_config_file_on_ram_with_file_uri_and_ram_models(add_popef, tmp_path):
+    """A PopEF model under file:// loads in place; a plain TF model under ram:// loads
+    straight from it (only PopEF versions need local files)."""
     _export(add_popef, tmp_path / "models" / "add" / "1")
+    save_affine("ram://ram_models/affine/2", scale=3.0)
     config = "ram://configs/models.config"
     with tf.io.gfile.GFile(config, "w") as handle:
-        handle.write(f'model_config_list {{ config {{ name: "add" '
-                     f'base_path: "file://{tmp_path / "models" / "add"}" '
-                     f'model_platform: "tensorflow" }} }}')
+        handle.write(f"""model_config_list {{
+          config {{ name: "add" base_path: "file://{tmp_path / 'models' / 'add'}" }}
+          config {{ name: "affine" base_path: "ram://ram_models/affine" }}
+        }}""")
     with _serving(f"--model_config_file={config}") as (core, stub):
         version, out = _predict(stub, "add")
         assert version == 1
         np.testing.assert_array_equal(out, X + Y)
-        copy = _only_servable(core)._local
-        assert not copy.copied and copy.path == str(tmp_path / "models" / "add" / "1")
+        add, affine = sorted(core.manager.available_servables(), key=lambda s: s.name)
+        assert not add._local.copied and add._local.path == str(tmp_path / "models" / "add" / "1")
+        assert affine._local is None
+        request = predict_pb2.PredictRequest()
+        request.model_spec.name = "affine"
+        request.inputs["x"].CopyFrom(tf.make_tensor_proto(X))
+        response = stub.Predict(request, timeout=60)
+        assert response.model_spec.version.value == 2
+        np.testing.assert_array_equal(tf.make_ndarray(response.outputs["y"]),
+                                      expected_affine(X, scale=3.0))
 
 
 def test_unreadable_config_file_names_it(tmp_path):
