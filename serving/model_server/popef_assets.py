@@ -46,16 +46,15 @@ def popef_asset_paths(meta_graph, version_dir: str):
     return paths
 
 
-def open_popef_assets(meta_graph, version_dir: str) -> int:
-    """Opens (and closes) each PopEF of the version with the runtime; returns how many.
-    Raises ServingError with the runtime's code (DATA_LOSS for a truncated file, ...)."""
+def open_popef_assets(meta_graph, version_dir: str) -> None:
+    """Opens (and closes) each PopEF of the version with the runtime. Raises ServingError
+    with the runtime's code and message, which names the file (DATA_LOSS for a truncated
+    file, INVALID_ARGUMENT for one that is not a PopEF, ...)."""
     from tf_popef_op import runtime
-    paths = popef_asset_paths(meta_graph, version_dir)
-    for path in paths:
+    for path in popef_asset_paths(meta_graph, version_dir):
         try:
             with runtime.ModelRunner(path):
                 pass
         except runtime.Error as error:
             code = getattr(grpc.StatusCode, error.code, grpc.StatusCode.INTERNAL)
-            raise ServingError(code, f"{path}: {error.message}") from None
-    return len(paths)
+            raise ServingError(code, error.message) from None

@@ -16,12 +16,9 @@ LOCAL_SCHEMES = ("", "file")
 log = logging.getLogger("popef_model_server")
 
 
-def scheme(path: str) -> str:
-    return path.split("://", 1)[0] if "://" in path else ""
-
-
 def is_local(path: str) -> bool:
-    return scheme(path) in LOCAL_SCHEMES
+    scheme = path.split("://", 1)[0] if "://" in path else ""
+    return scheme in LOCAL_SCHEMES
 
 
 class LocalVersion:

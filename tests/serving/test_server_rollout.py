@@ -26,6 +26,7 @@ X = np.array([[1.0, 2.0]], np.float32)
 Y = np.array([[10.0, 20.0]], np.float32)
 ASSET = os.path.join("assets", "add.popef")
 REQUESTS_PER_CHECK = 20   # requests both clients must answer after each step
+CODES = {code.value[0]: code for code in grpc.StatusCode}
 
 
 class Rollout:
@@ -62,13 +63,8 @@ class Rollout:
         request.model_spec.name = "add"
         stub = model_service_pb2_grpc.ModelServiceStub(self.server.channel)
         response = stub.GetModelStatus(request, timeout=30)
-        return {s.version: (s.state, grpc.StatusCode(_code(s.status.error_code)),
-                            s.status.error_message)
+        return {s.version: (s.state, CODES[s.status.error_code], s.status.error_message)
                 for s in response.model_version_status}
-
-
-def _code(number):
-    return next(c for c in grpc.StatusCode if c.value[0] == number).value
 
 
 class Traffic:
