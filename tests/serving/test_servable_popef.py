@@ -10,6 +10,7 @@ import pytest
 from tensorflow.core.framework import types_pb2
 
 from serving.export import export_saved_model
+from serving.export import main as export_main
 from serving.model_server.batching import BatchingOptions, BatchScheduler
 from serving.model_server.errors import ServingError, http_status
 from serving.model_server.flags import parse_flags
@@ -115,5 +116,5 @@ def test_export_writes_a_warmup_request_per_signature(tmp_path):
         scheduler.stop()
 
     bare = str(tmp_path / "bare")
-    export_saved_model(popef, bare, warmup_requests=False)
+    assert export_main([popef, bare, "--no_warmup_requests"]) == 0
     assert warmup_records(bare) == []

@@ -222,3 +222,21 @@ def test_version_whose_files_arrive_late_loads_once_complete(rollout):
         assert failures == [] and served["grpc"] <= {serving, late}
         assert traffic.since(traffic.mark()) == ({"grpc": {late}, "rest": {late}}, [])
     print("failed requests while the late version completed:", len(failures))
+
+
+def test_file_lost_after_load_answers_500_not_404(rollout):
+    """A version without warm-up records loads (its PopEF opens), then loses its PopEF before
+    any request ran it: requests answer INTERNAL / HTTP 500, never NOT_FOUND / 404."""
+    newest = max(rollout.status())
+    version = newest + 1
+    rollout.copy_in(version, lambda path: shutil.rmtree(os.path.join(path, "assets.extra")))
+    assert wait_until(lambda: rollout.settled(version), what="version loaded")[0] == (
+        State.AVAILABLE)
+    os.remove(os.path.join(rollout.base, str(version), ASSET))
+    with pytest.raises(grpc.RpcError) as caught:
+        Traffic(rollout.server)._grpc()
+    assert caught.value.code() == grpc.StatusCode.INTERNAL
+    assert "add.popef" in caught.value.details()
+    status, body = rollout.server.http("POST", "/v1/models/add:predict",
+                                       {"inputs": {"X": X.tolist(), "Y": Y.tolist()}})
+    assert status == 500 and "a file it needs is missing" in body["error"]
