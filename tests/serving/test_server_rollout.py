@@ -216,6 +216,8 @@ def test_version_whose_files_arrive_late_loads_once_complete(rollout):
             source = os.path.join(rollout.good, name)
             if os.path.isdir(source):
                 shutil.copytree(source, os.path.join(target, name))
+            elif name != "saved_model.pb":
+                shutil.copy(source, target)
         wait_until(lambda: rollout.status()[late][0] == State.AVAILABLE
                    and rollout.status()[serving][0] == State.END, what="late version loaded")
         served, failures = traffic.since(mark)
