@@ -30,7 +30,7 @@ CODES = {code.value[0]: code for code in grpc.StatusCode}
 
 
 class Rollout:
-    """A server on base path `base`, a good export to copy versions from, and traffic."""
+    """A server on base path `base` serving version 1, and a good export to copy from."""
 
     def __init__(self, root):
         from serving.export import export_saved_model
@@ -194,7 +194,9 @@ def test_broken_versions_stay_out_and_a_good_one_replaces_the_old(rollout):
         failed_per_case["good replacement"] = len(failures)
         assert failures == [] and served["grpc"] <= {1, 5} and served["rest"] <= {1, 5}
         assert traffic.since(traffic.mark()) == ({"grpc": {5}, "rest": {5}}, [])
-    print("failed requests per rollout case:", failed_per_case)
+        answered, failed = traffic.mark()
+    print(f"failed requests per rollout case: {failed_per_case}; answered {answered}, "
+          f"failed {failed} in all")
     log = rollout.server.log()
     assert "Loading servable version {name: add version: 2} failed" in log
 
