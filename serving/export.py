@@ -19,6 +19,11 @@ forms is full with rows of that one request (it never waits for, nor packs in, a
 request's rows), and the padding rows are cut from the outputs. Use it when a server-side
 batcher (`--enable_batching`) should be the only thing that merges requests.
 
+Warm-up: the export writes `assets.extra/tf_serving_warmup_requests` (TF Serving's format, one
+PredictRequest per signature with zero inputs of its declared dtypes and shapes, batch 1 for
+batched signatures), which the model server replays before a version serves;
+`warmup_requests=False` (`--no_warmup_requests`) leaves it out.
+
 Loading needs the op library first: ``tf_popef_op.load_op_library()`` in Python, or the op
 linked into tensorflow_model_server (docs/tensorflow_serving.md).
 """
@@ -96,9 +101,24 @@ def _signature_function(tf, popef_asset, sig: SubgraphSignature, timeout_ns: int
     return concrete
 
 
+def warmup_request(signature_name: str, sig: SubgraphSignature):
+    """A PredictRequest for one signature: zeros of each input's dtype and shape (batch 1)."""
+    import numpy as np
+    import tensorflow as tf
+    from tensorflow_serving.apis import predict_pb2
+    request = predict_pb2.PredictRequest()
+    request.model_spec.signature_name = signature_name
+    for tensor in sig.inputs:
+        shape = [1 if d is None else d for d in tensor.shape]
+        value = np.zeros(shape, tf.as_dtype(tensor.dtype).as_numpy_dtype)
+        request.inputs[tensor.key].CopyFrom(tf.make_tensor_proto(value))
+    return request
+
+
 def export_saved_model(popef_path: str, export_dir: str, dynamic_batching: bool = True,
                        timeout_ns: int = DEFAULT_TIMEOUT_NS, overwrite: bool = False,
-                       cross_request_batching: bool = True) -> ExportResult:
+                       cross_request_batching: bool = True,
+                       warmup_requests: bool = True) -> ExportResult:
     """Writes a SavedModel serving `popef_path` into `export_dir` (e.g. models/<name>/<version>).
 
     dynamic_batching: signatures accept any batch size along the PopEF's batch axis (padded to
@@ -106,6 +126,7 @@ def export_saved_model(popef_path: str, export_dir: str, dynamic_batching: bool 
     timeout_ns: how long a batch waits for rows of other requests (RuntimeConfig.timeout_ns).
     cross_request_batching: the runtime packs rows of concurrent requests into shared batches;
         False: every request runs alone, zero-padded to whole compiled batches.
+    warmup_requests: write one warm-up request per signature (assets.extra/).
     """
     popef_path = os.fspath(popef_path)
     if not os.path.isfile(popef_path):
@@ -141,6 +162,9 @@ def export_saved_model(popef_path: str, export_dir: str, dynamic_batching: bool 
     asset = os.path.join(export_dir, "assets", os.path.basename(popef_path))
     if not os.path.isfile(asset):
         raise RuntimeError(f"the SavedModel in {export_dir} has no copy of the PopEF at {asset}")
+    if warmup_requests:
+        from serving.model_server.warmup import write_warmup_file
+        write_warmup_file(export_dir, [warmup_request(name, sig) for name, sig in by_name.items()])
     return ExportResult(export_dir=export_dir, asset=asset, signatures=by_name, notes=notes)
 
 
@@ -155,12 +179,15 @@ def main(argv: Optional[List[str]] = None) -> int:
                              "instead of packing concurrent requests in the runtime")
     parser.add_argument("--timeout_ns", type=int, default=DEFAULT_TIMEOUT_NS,
                         help="time a batch waits for rows of other requests (default %(default)s)")
+    parser.add_argument("--no_warmup_requests", action="store_true",
+                        help="do not write assets.extra/tf_serving_warmup_requests")
     parser.add_argument("--overwrite", action="store_true", help="write into a non-empty export_dir")
     args = parser.parse_args(argv)
     try:
         result = export_saved_model(args.popef, args.export_dir, dynamic_batching=not args.no_dynamic_batching,
                                     timeout_ns=args.timeout_ns, overwrite=args.overwrite,
-                                    cross_request_batching=not args.no_cross_request_batching)
+                                    cross_request_batching=not args.no_cross_request_batching,
+                                    warmup_requests=not args.no_warmup_requests)
     except (OSError, ValueError) as e:
         print(f"popef-export: error: {e}", file=sys.stderr)
         return 1

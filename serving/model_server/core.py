@@ -5,7 +5,8 @@ import time
 from serving.model_server import inference, predictor, rest_json
 from serving.model_server.errors import as_serving_error, invalid_argument
 from serving.model_server.manager import ServableManager, VersionPoller
-from serving.model_server.model_config import read_config_file, single_model_config
+from serving.model_server.model_config import (parse_config_text, read_config_text,
+                                                single_model_config)
 
 
 class ServerCore:
@@ -26,9 +27,8 @@ class ServerCore:
 
     def initial_config(self):
         if self.options.model_config_file:
-            with open(self.options.model_config_file, encoding="utf-8") as handle:
-                self._config_text = handle.read()
-            return read_config_file(self.options.model_config_file)
+            self._config_text = read_config_text(self.options.model_config_file)
+            return parse_config_text(self._config_text, self.options.model_config_file)
         return single_model_config(self.options.model_name, self.options.model_base_path)
 
     def start(self) -> None:
@@ -42,12 +42,11 @@ class ServerCore:
         self._version_poller.stop()
 
     def _reload_config_file(self) -> None:
-        with open(self.options.model_config_file, encoding="utf-8") as handle:
-            text = handle.read()
+        text = read_config_text(self.options.model_config_file)
         if text == self._config_text:
             return
         self._config_text = text
-        self.reload_config(read_config_file(self.options.model_config_file))
+        self.reload_config(parse_config_text(text, self.options.model_config_file))
 
     # ---- requests (each raises ServingError) ---------------------------------------------
     def observe(self, api: str, model_name: str, call, entrypoint: str):

@@ -81,6 +81,19 @@ def as_serving_error(exc: BaseException) -> ServingError:
     return ServingError(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
 
 
+def model_run_error(exc: BaseException) -> ServingError:
+    """An error raised while a loaded version runs a request. NOT_FOUND answers only for an
+    unknown model, version or signature (REST 404); a file missing inside a loaded model is
+    the server's fault, so it answers INTERNAL (HTTP 500). Other codes are kept: DATA_LOSS
+    for a corrupt file (500), INVALID_ARGUMENT for bad inputs (400), ..."""
+    failure = as_serving_error(exc)
+    if failure.code == grpc.StatusCode.NOT_FOUND:
+        return ServingError(grpc.StatusCode.INTERNAL,
+                            f"the model failed to run (a file it needs is missing): "
+                            f"{failure.message}")
+    return failure
+
+
 def truncated(message: str) -> str:
     if len(message) <= MAX_MESSAGE_CHARS:
         return message

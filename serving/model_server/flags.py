@@ -136,7 +136,8 @@ def validate(options: ServerOptions) -> None:
     for name in ("model_config_file", "batching_parameters_file", "monitoring_config_file",
                  "ssl_config_file"):
         path = getattr(options, name)
-        if path and not os.path.isfile(path):
+        # Files on other file systems (ram://, gs://...) are checked when read (tf.io.gfile).
+        if path and "://" not in path and not os.path.isfile(path):
             raise FlagError(f"--{name}={path}: no such file.")
     for path in filter(None, options.custom_op_paths.split(":")):
         if not os.path.isfile(path):

@@ -9,9 +9,8 @@ unload, and the last available version of a model is kept until a replacement is
 """
 import dataclasses
 import logging
-import os
 import threading
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from tensorflow_serving.apis import get_model_status_pb2
 
@@ -19,7 +18,7 @@ from serving.model_server.errors import (ServingError, as_serving_error, failed_
                                          invalid_argument, not_found)
 from serving.model_server.model_config import validate_config
 from serving.model_server.version_policy import aspired_versions
-from serving.model_server.version_source import versions_on_disk
+from serving.model_server.version_source import content_signature, versions_on_disk
 
 State = get_model_status_pb2.ModelVersionStatus.State
 log = logging.getLogger("popef_model_server")
@@ -30,7 +29,7 @@ class VersionRecord:
     state: int = State.START
     error: Optional[ServingError] = None
     servable: object = None
-    failed_signature: Optional[float] = None   # saved_model.pb mtime of a failed load
+    failed_signature: Optional[Tuple] = None   # content_signature() of a failed load
 
 
 @dataclasses.dataclass
@@ -38,13 +37,6 @@ class ModelRecord:
     config: object
     versions: Dict[int, VersionRecord] = dataclasses.field(default_factory=dict)
     labels: Dict[str, int] = dataclasses.field(default_factory=dict)
-
-
-def _model_file_mtime(path: str) -> float:
-    try:
-        return os.stat(os.path.join(path, "saved_model.pb")).st_mtime
-    except OSError:
-        return -1.0
 
 
 class ServableManager:
@@ -131,8 +123,8 @@ class ServableManager:
         entry = record.versions.get(version)
         if entry is not None and entry.state in (State.AVAILABLE, State.LOADING):
             return
-        mtime = _model_file_mtime(path)
-        if entry is not None and entry.failed_signature == mtime:
+        signature = content_signature(path)
+        if entry is not None and entry.failed_signature == signature:
             return  # failed before and unchanged on disk: do not retry every poll
         with self._lock:
             entry = VersionRecord(state=State.LOADING)
@@ -147,7 +139,7 @@ class ServableManager:
                       name, version, failure.message)
             with self._lock:
                 record.versions[version] = VersionRecord(
-                    state=State.END, error=failure, failed_signature=mtime)
+                    state=State.END, error=failure, failed_signature=signature)
             self._on_event("load_failed", name, version)
             return
         with self._lock:

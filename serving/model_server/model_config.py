@@ -27,9 +27,19 @@ def parse_config_text(text: str, origin: str = "<text>") -> model_server_config_
     return config
 
 
+def read_config_text(path: str) -> str:
+    """The config file's text, read through tf.io.gfile (any file system TensorFlow knows)."""
+    import tensorflow as tf
+    try:
+        with tf.io.gfile.GFile(path, "r") as handle:
+            return handle.read()
+    except tf.errors.OpError as error:
+        raise invalid_argument(f"{path}: cannot read the model config file: "
+                               f"{error.message}") from None
+
+
 def read_config_file(path: str) -> model_server_config_pb2.ModelServerConfig:
-    with open(path, encoding="utf-8") as handle:
-        return parse_config_text(handle.read(), path)
+    return parse_config_text(read_config_text(path), path)
 
 
 def validate_config(config, origin: str = "ModelServerConfig") -> None:

@@ -8,12 +8,14 @@ TF1 SavedModels (e.g. classify/regress signatures built with SavedModelBuilder) 
 same way through their wrapped signatures. Signature metadata comes straight from
 saved_model.pb, so GetModelMetadata answers exactly what was exported.
 """
-import os
 from typing import Dict, Mapping
 
 import numpy as np
 
-from serving.model_server.errors import as_serving_error, invalid_argument, not_found
+from serving.model_server.errors import invalid_argument, model_run_error, not_found
+from serving.model_server.popef_assets import open_popef_assets, uses_popef
+from serving.model_server.staging import LocalVersion
+from serving.model_server.version_source import join
 
 DEFAULT_SIGNATURE = "serving_default"
 SERVE_TAG = "serve"
@@ -42,12 +44,16 @@ class Servable:
         self._plans = {}
         self.signature_defs = {}
         self.unloaded = False
+        self._local = None   # the local directory of a PopEF version (a copy when not local)
 
     def load(self) -> None:
+        """Reads the SavedModel; for a PopEF model, first opens every PopEF it uses with the
+        runtime (from a local copy when `path` is on a non-local file system). Raises on any
+        failure, leaving nothing behind."""
         import tensorflow as tf
         from tensorflow.core.protobuf import saved_model_pb2
         proto = saved_model_pb2.SavedModel()
-        with open(os.path.join(self.path, "saved_model.pb"), "rb") as handle:
+        with tf.io.gfile.GFile(join(self.path, "saved_model.pb"), "rb") as handle:
             proto.ParseFromString(handle.read())
         graphs = [g for g in proto.meta_graphs if set(self.tags) == set(g.meta_info_def.tags)]
         if not graphs:
@@ -55,7 +61,16 @@ class Servable:
                 f"Could not find meta graph def matching supplied tags: {{ {' '.join(self.tags)} }}"
                 f" in {self.path}. To inspect available tag-sets, use saved_model_cli.")
         self.signature_defs = dict(graphs[0].signature_def)
-        self._loaded = tf.saved_model.load(self.path, tags=self.tags)
+        load_path = self.path
+        try:
+            if uses_popef(graphs[0]):
+                self._local = LocalVersion(self.path)
+                load_path = self._local.path
+                open_popef_assets(graphs[0], load_path)
+            self._loaded = tf.saved_model.load(load_path, tags=self.tags)
+        except BaseException:
+            self._remove_local_copy()
+            raise
         self._functions = dict(self._loaded.signatures)
         # Signatures such as `__saved_model_init_op` are not callable; serve only those the
         # loader turned into functions.
@@ -65,8 +80,14 @@ class Servable:
     def unload(self) -> None:
         """Marks the version unloaded. Requests that already hold it finish normally; the
         model's memory (and its runtime, for PopEF models) is released with the last
-        reference, so an unload never fails a request in flight."""
+        reference, so an unload never fails a request in flight (a local copy of a PopEF
+        version is removed here: the runtime keeps the files it opened mapped)."""
         self.unloaded = True
+        self._remove_local_copy()
+
+    def _remove_local_copy(self) -> None:
+        if self._local is not None:
+            self._local.remove()
 
     def signature_def(self, signature_name: str):
         key = signature_name or DEFAULT_SIGNATURE
@@ -99,8 +120,8 @@ class Servable:
         plan.check(inputs)
         try:
             outputs = plan.call(inputs)
-        except Exception as error:  # TF errors keep their canonical code
-            raise as_serving_error(error) from None
+        except Exception as error:
+            raise model_run_error(error) from None
         return {name: value.numpy() for name, value in outputs.items()}
 
 

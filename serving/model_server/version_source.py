@@ -1,7 +1,16 @@
-"""Finds model versions on disk: numbered sub-directories of a base path that hold a
-SavedModel (`saved_model.pb`), like TF Serving's FileSystemStoragePathSource."""
-import os
-from typing import Dict
+"""Finds model versions under a base path: numbered sub-directories that hold a SavedModel
+(`saved_model.pb`), like TF Serving's FileSystemStoragePathSource. Paths go through
+`tf.io.gfile`, so any file system TensorFlow supports works (local, `file://`, `ram://`,
+`gs://`, ...)."""
+import posixpath
+from typing import Dict, Tuple
+
+MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
+
+
+def join(base: str, *parts: str) -> str:
+    """Joins path parts with '/' (the separator of every file system URI TF supports)."""
+    return posixpath.join(base, *parts)
 
 
 def versions_on_disk(base_path: str) -> Dict[int, str]:
@@ -11,16 +20,37 @@ def versions_on_disk(base_path: str) -> Dict[int, str]:
     them); a numbered directory still being written (no saved_model.pb yet) is not offered,
     so a copy in progress is picked up on a later poll instead of failing to load.
     """
+    import tensorflow as tf
     found = {}
     try:
-        entries = os.listdir(base_path)
-    except (FileNotFoundError, NotADirectoryError):
+        entries = tf.io.gfile.listdir(base_path)
+    except tf.errors.OpError:   # missing base path, or not a directory
         return found
     for entry in entries:
+        entry = entry.rstrip("/")
         if not entry.isdigit():
             continue
-        directory = os.path.join(base_path, entry)
-        if os.path.isfile(os.path.join(directory, "saved_model.pb")) or os.path.isfile(
-                os.path.join(directory, "saved_model.pbtxt")):
+        directory = join(base_path, entry)
+        if any(tf.io.gfile.exists(join(directory, name)) for name in MODEL_FILES):
             found[int(entry)] = directory
     return found
+
+
+def content_signature(path: str) -> Tuple:
+    """What a version directory holds: (relative path, size, mtime) of every file under it.
+    A version that failed to load is retried when this changes, so a version whose files
+    were still being copied when it was first seen loads once the copy completes."""
+    import tensorflow as tf
+    files = []
+    try:
+        for directory, _, names in tf.io.gfile.walk(path):
+            for name in names:
+                full = join(directory, name)
+                try:
+                    stat = tf.io.gfile.stat(full)
+                except tf.errors.OpError:   # removed while walking: the next poll sees it
+                    continue
+                files.append((full[len(path):], stat.length, stat.mtime_nsec))
+    except tf.errors.OpError:
+        return ()
+    return tuple(sorted(files))

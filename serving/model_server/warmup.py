@@ -2,24 +2,26 @@
 PredictionLog records, as TF Serving reads it) against a freshly loaded version before it
 becomes available, so the first real request does not pay for tracing and allocation."""
 import logging
-import os
+import posixpath
 import time
 
 from tensorflow_serving.apis import prediction_log_pb2
 
 from serving.model_server.errors import invalid_argument
 from serving.model_server.tensor_codec import to_ndarray
+from serving.model_server.version_source import join
 
-WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
+WARMUP_FILE = "assets.extra/tf_serving_warmup_requests"
 MAX_RECORDS = 1000   # TF Serving's limit
 log = logging.getLogger("popef_model_server")
 
 
 def warmup_records(model_path: str):
-    path = os.path.join(model_path, WARMUP_FILE)
-    if not os.path.exists(path):
-        return []
+    """The PredictionLog records of a version (read through tf.io.gfile: any file system)."""
     import tensorflow as tf
+    path = join(model_path, WARMUP_FILE)
+    if not tf.io.gfile.exists(path):
+        return []
     records = []
     for index, raw in enumerate(tf.data.TFRecordDataset(path).as_numpy_iterator()):
         if index >= MAX_RECORDS:
@@ -61,8 +63,8 @@ def warm_up(servable, model_path: str, iterations: int = 1) -> int:
 def write_warmup_file(model_path: str, requests) -> str:
     """Writes PredictRequests as TF Serving's warm-up file (for exporters and tests)."""
     import tensorflow as tf
-    path = os.path.join(model_path, WARMUP_FILE)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+    path = join(model_path, WARMUP_FILE)
+    tf.io.gfile.makedirs(posixpath.dirname(path))
     with tf.io.TFRecordWriter(path) as writer:
         for request in requests:
             entry = prediction_log_pb2.PredictionLog()

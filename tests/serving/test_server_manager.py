@@ -117,3 +117,62 @@ def test_labels_for_unavailable_versions_need_the_flag(tmp_path):
     with pytest.raises(ServingError) as caught:
         permissive.resolve(model_pb2.ModelSpec(name="m", version_label="next"))
     assert caught.value.code.name == "NOT_FOUND"
+
+
+def _failing(*bad_versions):
+    """A loader failing the given versions."""
+    def load(name, version, path):
+        if version in bad_versions:
+            raise ValueError(f"version {version} is broken")
+        return FakeServable(name, version)
+    return load
+
+
+def _available(manager):
+    return sorted(v for v, s, _ in manager.status("m") if s == State.AVAILABLE)
+
+
+def test_failing_newer_versions_under_latest_two(tmp_path):
+    """Like TF Serving's AvailabilityPreservingPolicy: an unaspired version unloads once an
+    aspired one serves, and the newest serving version stays while no aspired one can."""
+    manager = ServableManager(_failing(3, 4))
+    for version in (1, 2):
+        _version_dir(tmp_path, version)
+    manager.reload_config(_config(tmp_path, "model_version_policy { latest { num_versions: 2 } }"))
+    assert _available(manager) == [1, 2]
+    _version_dir(tmp_path, 3)   # aspired {2, 3}: 3 fails, 2 serves, 1 is no longer aspired
+    manager.reconcile()
+    assert _available(manager) == [2]
+    assert manager.resolve(_spec()).version == 2
+    _version_dir(tmp_path, 4)   # aspired {3, 4}: both fail, 2 keeps serving
+    manager.reconcile()
+    assert _available(manager) == [2]
+    assert manager.resolve(_spec()).version == 2
+    rows = {v: (s, e) for v, s, e in manager.status("m")}
+    assert rows[4][0] == State.END and "version 4 is broken" in rows[4][1].message
+
+
+def test_failed_version_is_retried_when_its_files_change(tmp_path):
+    """A version seen before its copy completed fails once, is not retried while unchanged,
+    and loads when more files arrive."""
+    calls = {}
+
+    def load(name, version, path):
+        calls[version] = calls.get(version, 0) + 1
+        if not (tmp_path / str(version) / "variables").exists():
+            raise ValueError("variables missing")
+        return FakeServable(name, version)
+
+    manager = ServableManager(load)
+    _version_dir(tmp_path, 1)
+    (tmp_path / "1" / "variables").mkdir()
+    (tmp_path / "1" / "variables" / "v").write_bytes(b"1")
+    manager.reload_config(_config(tmp_path))
+    _version_dir(tmp_path, 2)
+    manager.reconcile()
+    manager.reconcile()
+    assert calls[2] == 1 and _available(manager) == [1]
+    (tmp_path / "2" / "variables").mkdir()
+    (tmp_path / "2" / "variables" / "v").write_bytes(b"2")
+    manager.reconcile()
+    assert calls[2] == 2 and _available(manager) == [2]
