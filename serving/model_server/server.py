@@ -112,11 +112,8 @@ def _configure_tensorflow_threads(options) -> None:
 
 
 def _ssl_credentials(path: str):
-    from google.protobuf import text_format
-    from serving.model_server.server_protos import SSLConfig
-    config = SSLConfig()
-    with open(path, encoding="utf-8") as handle:
-        text_format.Parse(handle.read(), config)
+    from serving.model_server.server_protos import SSLConfig, parse_text_file
+    config = parse_text_file(path, SSLConfig)
     pairs = [(config.server_key.encode(), config.server_cert.encode())]
     root = config.custom_ca.encode() if config.custom_ca else None
     return grpc.ssl_server_credentials(pairs, root_certificates=root,
