@@ -350,4 +350,10 @@ def main(argv=None) -> int:
     # One line per HTTP request is too much at serving rates; errors are still logged.
     logging.getLogger("tornado.access").setLevel(logging.WARNING)
     options = parse_flags(sys.argv[1:] if argv is None else argv)
-    return run(options)
+    code = run(options)
+    # Exit at once: models are unloaded and every connection is closed; TensorFlow's
+    # interpreter teardown would add ~2 s to the shutdown and frees nothing the exit does not.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
