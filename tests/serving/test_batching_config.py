@@ -157,3 +157,18 @@ def test_per_model_options_share_the_scheduler_threads():
     assert "larger than maximum input batch size 2" in str(caught.value)
     assert large_queue.run("", {"x": np.ones((3, 3), np.float32)})["y"].shape == (3, 5)
     scheduler.stop()
+
+
+def test_config_files_are_read_through_tf_io_gfile():
+    """ram:// stands for any file system TensorFlow knows (gs://, s3://, hdfs://)."""
+    import tensorflow as tf
+    from serving.model_server.flags import parse_flags
+    path = "ram://popef-test/batching.config"
+    with tf.io.gfile.GFile(path, "w") as handle:
+        handle.write("max_batch_size { value: 3 }")
+    options = parse_flags(["--model_base_path=/m", "--enable_batching",
+                           f"--batching_parameters_file={path}"])
+    assert load_batching_options(options.batching_parameters_file).max_batch_size == 3
+    with pytest.raises(SystemExit):
+        parse_flags(["--model_base_path=/m", "--enable_batching",
+                     "--batching_parameters_file=ram://popef-test/missing.config"])
