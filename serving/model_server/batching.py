@@ -5,7 +5,7 @@ Requests to the same servable, signature and per-row input shapes join one queue
 holds whole requests up to `max_batch_size` rows; it runs when full, or `batch_timeout_micros`
 after its first request arrived (0: as soon as a batch thread is free). Each queue holds at
 most `max_enqueued_batches` batches: a request that would need one more is refused with
-RESOURCE_EXHAUSTED (HTTP 429) instead of letting the queue grow. `num_batch_threads` threads,
+UNAVAILABLE (HTTP 503, as TF Serving) instead of letting the queue grow. `num_batch_threads` threads,
 shared by every model, run batches. With `allowed_batch_sizes` a batch is padded up to the
 next allowed size with copies of its first row, and the padding is cut from the outputs.
 Outputs are split back by rows, so every signature output must keep the batch dimension first.
@@ -26,8 +26,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from serving.model_server.errors import (as_serving_error, invalid_argument,
-                                         resource_exhausted, unavailable)
+from serving.model_server.errors import as_serving_error, invalid_argument, unavailable
 from serving.model_server.server_protos import warn_unused_fields
 
 _UNUSED_BECAUSE = {
@@ -192,7 +191,7 @@ class BatchScheduler:
             if len(queue.batches) + new_batches > options.max_enqueued_batches:
                 if self._observer:
                     self._observer.queue_full(servable.name)
-                raise resource_exhausted(
+                raise unavailable(
                     "The batch scheduling queue to which this task was submitted is full "
                     f"({options.max_enqueued_batches} batches of up to {limit} rows)")
             pieces = []

@@ -184,7 +184,8 @@ def test_queue_full_and_oversized_task():
     wait_until(lambda: scheduler._queues, timeout_s=10, what="second batch queued")
     with pytest.raises(ServingError) as caught:
         wrapped.run("", {"x": x})
-    assert caught.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert caught.value.code == grpc.StatusCode.UNAVAILABLE
+    assert "batch scheduling queue" in caught.value.message
     with pytest.raises(ServingError) as caught:
         wrapped.run("", {"x": np.zeros((3, 1), np.float32)})
     assert "larger than maximum input batch size 2" in caught.value.message
