@@ -120,9 +120,8 @@ def _build_load_servable(options, scheduler, stopping: threading.Event):
     return load_servable
 
 
-_TRANSIENT = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED,
-              grpc.StatusCode.ABORTED, grpc.StatusCode.DEADLINE_EXCEEDED,
-              grpc.StatusCode.UNKNOWN)
+_TRANSIENT = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.ABORTED,
+              grpc.StatusCode.DEADLINE_EXCEEDED)
 PER_MODEL_BATCHING_FILE = "batching_params.pbtxt"
 
 

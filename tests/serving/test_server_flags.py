@@ -177,3 +177,30 @@ def test_model_that_cannot_load_stops_the_start(tmp_path):
     assert "server exited with 1" in str(caught.value)
     assert "Failed to start server" in str(caught.value)
     assert "Could not find meta graph def matching supplied tags: { gpu }" in str(caught.value)
+
+
+@pytest.mark.parametrize("error, attempts", [("unavailable", 3), ("invalid_argument", 1)])
+def test_load_retries_transient_errors_only(monkeypatch, error, attempts):
+    import threading
+    from serving.model_server import errors, servable
+    from serving.model_server.server import _build_load_servable
+    calls = []
+
+    class FlakyServable:
+        def __init__(self, name, version, path, tags):
+            pass
+
+        def load(self):
+            calls.append(1)
+            if len(calls) < 3:
+                raise getattr(errors, error)("disk hiccup")
+    monkeypatch.setattr(servable, "Servable", FlakyServable)
+    options = parse_flags(["--model_base_path=/m", "--max_num_load_retries=2",
+                           "--load_retry_interval_micros=1000", "--enable_model_warmup=false"])
+    load = _build_load_servable(options, None, threading.Event())
+    if attempts == 3:
+        assert isinstance(load("m", 1, "/m/1"), FlakyServable)
+    else:
+        with pytest.raises(errors.ServingError):
+            load("m", 1, "/m/1")
+    assert len(calls) == attempts
