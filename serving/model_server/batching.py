@@ -5,8 +5,8 @@ Requests to the same servable, signature and per-row input shapes join one queue
 holds whole requests up to `max_batch_size` rows; it runs when full, or `batch_timeout_micros`
 after its first request arrived (0: as soon as a batch thread is free). Each queue holds at
 most `max_enqueued_batches` batches: a request that would need one more is refused with
-UNAVAILABLE (HTTP 503, as TF Serving) instead of letting the queue grow. `num_batch_threads` threads,
-shared by every model, run batches. With `allowed_batch_sizes` a batch is padded up to the
+UNAVAILABLE (HTTP 503, as TF Serving) instead of letting the queue grow. `num_batch_threads`
+threads, shared by every model, run batches. With `allowed_batch_sizes` a batch is padded up to the
 next allowed size with copies of its first row, and the padding is cut from the outputs.
 Outputs are split back by rows, so every signature output must keep the batch dimension first.
 
@@ -185,33 +185,32 @@ class BatchScheduler:
             batch = queue.batches[-1] if queue.batches else None
             room = limit - batch.rows if batch is not None else 0
             if rows > room and not options.enable_large_batch_splitting:
-                room = 0   # the whole task goes to a new batch
-            first = min(rows, room)
-            new_batches = -(-(rows - first) // limit)
-            if len(queue.batches) + new_batches > options.max_enqueued_batches:
+                room = 0   # without splitting a task never spans batches
+            first = min(rows, room)   # rows that join the open batch
+            sizes = ([first] if first else []) + [
+                min(limit, rows - start) for start in range(first, rows, limit)]
+            if len(queue.batches) + len(sizes) - bool(first) > options.max_enqueued_batches:
                 if self._observer:
                     self._observer.queue_full(servable.name)
                 raise unavailable(
                     "The batch scheduling queue to which this task was submitted is full "
                     f"({options.max_enqueued_batches} batches of up to {limit} rows)")
-            pieces = []
-            start = 0
-            while start < rows:
-                size = first if start == 0 and first else min(limit, rows - start)
-                if not (start == 0 and first):
+            pieces, start = [], 0
+            for index, size in enumerate(sizes):
+                # Batch threads are only woken when a batch starts its timeout or fills: a
+                # wake-up per request would cost every request a GIL round trip.
+                if index or not first:
                     batch = _Batch()
                     queue.batches.append(batch)
-                    self._cv.notify()   # the batch's timeout starts
-                piece = _Task({n: a[start:start + size] for n, a in inputs.items()}
-                              if size != rows else inputs, size)
+                    self._cv.notify()
+                piece = _Task(inputs if size == rows else
+                              {n: a[start:start + size] for n, a in inputs.items()}, size)
                 batch.tasks.append(piece)
                 batch.rows += size
                 if batch.rows >= limit:
                     self._cv.notify()
                 pieces.append(piece)
                 start += size
-        # Batch threads are only woken when a batch starts its timeout or is full: a wake-up
-        # per request would cost every request a GIL round trip.
         results = [piece.future.result() for piece in pieces]
         if len(results) == 1:
             return results[0]

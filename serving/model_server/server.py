@@ -8,6 +8,7 @@ threads stop and models unload.
 """
 import asyncio
 import concurrent.futures
+import dataclasses
 import json
 import logging
 import os
@@ -15,7 +16,6 @@ import signal
 import sys
 import threading
 import time
-import dataclasses
 
 import grpc
 
@@ -132,27 +132,25 @@ def _apply_platform_config(options):
     for those are ignored."""
     from serving.model_server.batching import BatchingOptions, load_batching_options
     from serving.model_server.errors import invalid_argument
-    from serving.model_server.server_protos import (PlatformConfigMap, parse_text_file,
-                                                    warn_unused_fields)
-    from serving.protos.tensorflow_serving.tensorflow_serving.servables.tensorflow.saved_model_bundle_source_adapter_pb2 import (  # noqa: E501
-        SavedModelBundleSourceAdapterConfig)
+    from serving.model_server.server_protos import (PlatformConfigMap,
+                                                    SavedModelBundleSourceAdapterConfig,
+                                                    parse_text_file, warn_unused_fields)
     if not options.platform_config_file:
         batching = (load_batching_options(options.batching_parameters_file)
                     if options.enable_batching else None)
         return options, batching
     path = options.platform_config_file
     platforms = parse_text_file(path, PlatformConfigMap).platform_configs
-    others = sorted(set(platforms) - {"tensorflow"})
-    if others:
-        raise invalid_argument(f"{path}: platform(s) {others} are not served here; only "
-                               "\"tensorflow\" (SavedModels, PopEF ones included)")
+    if set(platforms) != {"tensorflow"}:
+        raise invalid_argument(f"{path}: platforms {sorted(platforms)}: this server serves "
+                               "exactly the \"tensorflow\" platform (SavedModels, PopEF ones "
+                               "included)")
     adapter = SavedModelBundleSourceAdapterConfig()
-    if "tensorflow" in platforms:
-        packed = platforms["tensorflow"].source_adapter_config
-        if not packed.Unpack(adapter):
-            raise invalid_argument(f"{path}: platform tensorflow: source_adapter_config holds "
-                                   f"{packed.type_url or 'nothing'}; expected a "
-                                   "tensorflow.serving.SavedModelBundleSourceAdapterConfig")
+    packed = platforms["tensorflow"].source_adapter_config
+    if not packed.Unpack(adapter):
+        raise invalid_argument(f"{path}: platform tensorflow: source_adapter_config holds "
+                               f"{packed.type_url or 'nothing'}; expected a "
+                               "tensorflow.serving.SavedModelBundleSourceAdapterConfig")
     legacy = adapter.legacy_config
     warn_unused_fields(legacy, {"batching_parameters", "saved_model_tags",
                                 "session_config.intra_op_parallelism_threads",
@@ -225,7 +223,8 @@ def grpc_server_options(channel_arguments: str):
 
 
 def _start_grpc(options, core):
-    """(server, port, health service or None); port 0 when a listener cannot bind."""
+    """(started server, TCP port, health service or None); OSError naming the address that
+    cannot be bound."""
     from serving.model_server.grpc_handlers import add_services
     from serving.model_server.health import add_health_service
     threads = options.grpc_max_threads or default_thread_count()

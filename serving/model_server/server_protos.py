@@ -1,5 +1,5 @@
 """TF Serving's text-format config files (BatchingParameters, MonitoringConfig, SSLConfig,
-PlatformConfigMap, TensorFlow's ConfigProto) read with their upstream message classes through
+PlatformConfigMap with its SavedModelBundleSourceAdapterConfig, TensorFlow's ConfigProto) read with their upstream message classes through
 `tf.io.gfile`, so any file system TensorFlow knows (gs://, s3://, ram://, ...) works.
 
 Upstream fields this server has no use for still parse (a file written for
@@ -11,14 +11,17 @@ from serving.model_server.errors import invalid_argument
 from serving.protos.tensorflow_serving.tensorflow_serving.config.monitoring_config_pb2 import (
     MonitoringConfig)
 from serving.protos.tensorflow_serving.tensorflow_serving.config.ssl_config_pb2 import SSLConfig
+from serving.protos.tensorflow_serving.tensorflow_serving.servables.tensorflow.saved_model_bundle_source_adapter_pb2 import (  # noqa: E501
+    SavedModelBundleSourceAdapterConfig)
 from serving.protos.tensorflow_serving.tensorflow_serving.servables.tensorflow.session_bundle_config_pb2 import (  # noqa: E501
-    BatchingParameters, SessionBundleConfig)
+    BatchingParameters)
 from tensorflow_serving.config.platform_config_pb2 import PlatformConfigMap
 
 log = logging.getLogger("popef_model_server")
 
 __all__ = ["BatchingParameters", "MonitoringConfig", "PlatformConfigMap", "SSLConfig",
-           "SessionBundleConfig", "parse_text_file", "read_file", "warn_unused_fields"]
+           "SavedModelBundleSourceAdapterConfig", "parse_text_file", "read_file",
+           "warn_unused_fields"]
 
 _warned = set()
 

@@ -204,3 +204,19 @@ def test_load_retries_transient_errors_only(monkeypatch, error, attempts):
         with pytest.raises(errors.ServingError):
             load("m", 1, "/m/1")
     assert len(calls) == attempts
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ('platform_configs { key: "tflite" value {} }', "exactly the \"tensorflow\" platform"),
+    ('platform_configs { key: "tensorflow" value {} }', "holds nothing; expected a "
+                                                        "tensorflow.serving.SavedModelBundle"),
+])
+def test_platform_config_errors_name_the_file_and_problem(tmp_path, text, fragment):
+    from serving.model_server.errors import ServingError
+    from serving.model_server.server import _apply_platform_config
+    path = tmp_path / "platform.config"
+    path.write_text(text)
+    with pytest.raises(ServingError) as caught:
+        _apply_platform_config(parse_flags(["--model_base_path=/m",
+                                            f"--platform_config_file={path}"]))
+    assert str(path) in caught.value.message and fragment in caught.value.message
