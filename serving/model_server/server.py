@@ -173,10 +173,18 @@ def _apply_platform_config(options):
 
 
 def _configure_tensorflow_threads(options) -> None:
-    """TF Serving's precedence: --tensorflow_intra/inter_op_parallelism, else
-    --tensorflow_session_parallelism, else the ConfigProto in
-    --tensorflow_session_config_file, else TensorFlow's default."""
     import tensorflow as tf
+    intra, inter = tensorflow_thread_counts(options)
+    if intra:
+        tf.config.threading.set_intra_op_parallelism_threads(intra)
+    if inter:
+        tf.config.threading.set_inter_op_parallelism_threads(inter)
+
+
+def tensorflow_thread_counts(options):
+    """(intra-op, inter-op) threads, 0 = TensorFlow's default. TF Serving's precedence:
+    --tensorflow_intra/inter_op_parallelism, else --tensorflow_session_parallelism, else the
+    ConfigProto in --tensorflow_session_config_file."""
     from tensorflow.core.protobuf.config_pb2 import ConfigProto
     from serving.model_server.server_protos import parse_text_file, warn_unused_fields
     intra = inter = options.tensorflow_session_parallelism
@@ -188,12 +196,8 @@ def _configure_tensorflow_threads(options) -> None:
                            {}, "only the thread counts of a session config apply here")
         intra = intra or session.intra_op_parallelism_threads
         inter = inter or session.inter_op_parallelism_threads
-    intra = options.tensorflow_intra_op_parallelism or intra
-    inter = options.tensorflow_inter_op_parallelism or inter
-    if intra:
-        tf.config.threading.set_intra_op_parallelism_threads(intra)
-    if inter:
-        tf.config.threading.set_inter_op_parallelism_threads(inter)
+    return (options.tensorflow_intra_op_parallelism or intra,
+            options.tensorflow_inter_op_parallelism or inter)
 
 
 def _server_credentials(options):

@@ -220,3 +220,31 @@ def test_platform_config_errors_name_the_file_and_problem(tmp_path, text, fragme
         _apply_platform_config(parse_flags(["--model_base_path=/m",
                                             f"--platform_config_file={path}"]))
     assert str(path) in caught.value.message and fragment in caught.value.message
+
+
+def test_tensorflow_thread_counts_follow_tf_serving_precedence(tmp_path, caplog):
+    from serving.model_server.server import tensorflow_thread_counts
+    session = tmp_path / "session.config"
+    session.write_text("intra_op_parallelism_threads: 3 inter_op_parallelism_threads: 5 "
+                       "allow_soft_placement: true")
+
+    def counts(*flags):
+        return tensorflow_thread_counts(parse_flags(["--model_base_path=/m", *flags]))
+    assert counts() == (0, 0)
+    assert counts("--tensorflow_session_parallelism=2") == (2, 2)
+    with caplog.at_level(logging.WARNING, logger="popef_model_server"):
+        assert counts(f"--tensorflow_session_config_file={session}") == (3, 5)
+    assert any("allow_soft_placement is accepted but ignored" in r.getMessage()
+               for r in caplog.records)
+    assert counts(f"--tensorflow_session_config_file={session}",
+                  "--tensorflow_session_parallelism=2") == (2, 2)
+    assert counts("--tensorflow_session_parallelism=2",
+                  "--tensorflow_intra_op_parallelism=4") == (4, 2)
+
+
+def test_alts_flag_selects_alts_server_credentials():
+    import grpc
+    from serving.model_server.server import _server_credentials
+    options = parse_flags(["--model_base_path=/m", "--use_alts_credentials"])
+    assert isinstance(_server_credentials(options), grpc.ServerCredentials)
+    assert _server_credentials(parse_flags(["--model_base_path=/m"])) is None
