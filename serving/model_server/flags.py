@@ -96,12 +96,11 @@ class ServerOptions:
 _DEFAULTS = ServerOptions()
 
 _NO_TFLITE = "TensorFlow Lite models are not served (SavedModels and PopEF only)"
+_NO_XLA = "XLA JIT is not used: PopEF programs are compiled ahead of time"
 IGNORED_FLAGS = {
     "per_process_gpu_memory_fraction": "there is no GPU: models run on the PopEF runtime",
-    "xla_cpu_compilation_enabled": "XLA JIT is not used: PopEF programs are compiled ahead "
-                                   "of time",
-    "xla_gpu_compilation_enabled": "XLA JIT is not used: PopEF programs are compiled ahead "
-                                   "of time",
+    "xla_cpu_compilation_enabled": _NO_XLA,
+    "xla_gpu_compilation_enabled": _NO_XLA,
     "remove_unused_fields_from_bundle_metagraph": "it trims TF Serving's C++ SavedModel "
                                                   "bundle; SavedModels load through "
                                                   "TensorFlow's Python loader here",
