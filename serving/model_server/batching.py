@@ -5,10 +5,16 @@ Requests to the same servable, signature and per-row input shapes join one queue
 holds whole requests up to `max_batch_size` rows; it runs when full, or `batch_timeout_micros`
 after its first request arrived (0: as soon as a batch thread is free). Each queue holds at
 most `max_enqueued_batches` batches: a request that would need one more is refused with
-RESOURCE_EXHAUSTED (HTTP 429) instead of letting the queue grow. `num_batch_threads` threads,
-shared by every model, run batches. With `allowed_batch_sizes` a batch is padded up to the
+UNAVAILABLE (HTTP 503, as TF Serving) instead of letting the queue grow. `num_batch_threads`
+threads, shared by every model, run batches. With `allowed_batch_sizes` a batch is padded up to the
 next allowed size with copies of its first row, and the padding is cut from the outputs.
 Outputs are split back by rows, so every signature output must keep the batch dimension first.
+
+With `enable_large_batch_splitting` (as TF Serving's SharedBatchScheduler), `max_batch_size`
+limits a request and batches run at most `max_execution_batch_size` rows: a request that
+does not fit the open batch fills it and continues in new batches; its answer is the
+concatenation of its pieces' outputs. Queue parameters can differ per model (a version's
+`batching_params.pbtxt`); the batch threads are shared.
 """
 import collections
 import dataclasses
@@ -20,8 +26,15 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from serving.model_server.errors import (as_serving_error, invalid_argument,
-                                         resource_exhausted, unavailable)
+from serving.model_server.errors import as_serving_error, invalid_argument, unavailable
+from serving.model_server.server_protos import warn_unused_fields
+
+_UNUSED_BECAUSE = {
+    "thread_pool_name": "the batch threads are one pool named by the server",
+    "pad_variable_length_inputs": "requests whose rows differ in shape are batched in "
+                                  "separate queues instead of being padded (same answers)",
+    "max_execution_batch_size": "it only applies with enable_large_batch_splitting",
+}
 
 
 @dataclasses.dataclass
@@ -32,19 +45,32 @@ class BatchingOptions:
     max_enqueued_batches: int = 10
     num_batch_threads: int = dataclasses.field(default_factory=lambda: os.cpu_count() or 1)
     allowed_batch_sizes: List[int] = dataclasses.field(default_factory=list)
-    pad_variable_length_inputs: bool = False
+    enable_large_batch_splitting: bool = False
+    max_execution_batch_size: Optional[int] = None   # None: max_batch_size
 
     @classmethod
-    def from_proto(cls, proto) -> "BatchingOptions":
+    def from_proto(cls, proto, source: str = "batching parameters") -> "BatchingOptions":
         options = cls()
         for name in ("max_batch_size", "batch_timeout_micros", "max_enqueued_batches",
-                     "num_batch_threads"):
+                     "num_batch_threads", "max_execution_batch_size",
+                     "enable_large_batch_splitting"):
             if proto.HasField(name):
                 setattr(options, name, getattr(proto, name).value)
         options.allowed_batch_sizes = list(proto.allowed_batch_sizes)
-        options.pad_variable_length_inputs = proto.pad_variable_length_inputs
+        used = {"max_batch_size", "batch_timeout_micros", "max_enqueued_batches",
+                "num_batch_threads", "allowed_batch_sizes", "enable_large_batch_splitting"}
+        if options.enable_large_batch_splitting:
+            used.add("max_execution_batch_size")
+        warn_unused_fields(proto, used, source, _UNUSED_BECAUSE)
         options.validate()
         return options
+
+    @property
+    def execution_batch_size(self) -> int:
+        """The most rows one batch runs."""
+        if self.enable_large_batch_splitting and self.max_execution_batch_size:
+            return self.max_execution_batch_size
+        return self.max_batch_size
 
     def validate(self) -> None:
         if self.max_batch_size <= 0:
@@ -53,18 +79,21 @@ class BatchingOptions:
             raise invalid_argument("num_batch_threads and max_enqueued_batches must be positive")
         if self.batch_timeout_micros < 0:
             raise invalid_argument("batch_timeout_micros must be >= 0")
+        execution = self.execution_batch_size
+        if not 0 < execution <= self.max_batch_size:
+            raise invalid_argument(f"max_execution_batch_size must be in [1, max_batch_size "
+                                   f"{self.max_batch_size}], got {execution}")
         sizes = self.allowed_batch_sizes
         if sizes:
             if any(b <= a for a, b in zip(sizes, sizes[1:])) or sizes[0] <= 0:
                 raise invalid_argument(f"allowed_batch_sizes must be positive and strictly "
                                        f"increasing, got {sizes}")
-            if sizes[-1] != self.max_batch_size:
+            if sizes[-1] != execution:
+                limit = ("max_execution_batch_size" if execution != self.max_batch_size
+                         else "max_batch_size")
                 raise invalid_argument(f"The last entry in allowed_batch_sizes must match "
-                                       f"max_batch_size; last entry was {sizes[-1]}; expected "
-                                       f"{self.max_batch_size}")
-        if self.pad_variable_length_inputs:
-            raise invalid_argument("pad_variable_length_inputs is not supported: requests with "
-                                   "different per-row shapes are batched in separate queues")
+                                       f"{limit}; last entry was {sizes[-1]}; expected "
+                                       f"{execution}")
 
 
 class _Task:
@@ -84,8 +113,8 @@ class _Batch:
 
 
 class _Queue:
-    def __init__(self, servable, signature):
-        self.servable, self.signature = servable, signature
+    def __init__(self, servable, signature, options: BatchingOptions):
+        self.servable, self.signature, self.options = servable, signature, options
         self.batches = collections.deque()   # the last one is open; the others are closed
 
 
@@ -112,6 +141,13 @@ def _merge(parts: List[np.ndarray], rows: int, size: int) -> np.ndarray:
     return merged
 
 
+def _padded_size(allowed_sizes: List[int], rows: int) -> int:
+    for allowed in allowed_sizes:
+        if allowed >= rows:
+            return allowed
+    return rows
+
+
 class BatchScheduler:
     """Shared by all models; thread-safe. `observer` gets batch metrics (may be None)."""
 
@@ -128,53 +164,69 @@ class BatchScheduler:
             thread.start()
 
     # ---- submit --------------------------------------------------------------------------
-    def run(self, servable, signature: str, inputs: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    def run(self, servable, signature: str, inputs: Dict[str, np.ndarray],
+            options: Optional[BatchingOptions] = None) -> Dict[str, np.ndarray]:
+        """Runs `inputs` in one or more batches (`options`: the model's queue parameters,
+        else the scheduler's)."""
+        options = options or self.options
         rows = _rows(inputs)
-        if rows > self.options.max_batch_size:
+        if rows > options.max_batch_size:
             raise invalid_argument(f"Task size {rows} is larger than maximum input batch size "
-                                   f"{self.options.max_batch_size}")
+                                   f"{options.max_batch_size}")
         key = (id(servable), signature,
                tuple(sorted((n, a.dtype.str, a.shape[1:]) for n, a in inputs.items())))
-        task = _Task(inputs, rows)
+        limit = options.execution_batch_size
         with self._cv:
             if self._stopped:
                 raise unavailable("the batch scheduler is shutting down")
             queue = self._queues.get(key)
             if queue is None:
-                queue = self._queues[key] = _Queue(servable, signature)
+                queue = self._queues[key] = _Queue(servable, signature, options)
             batch = queue.batches[-1] if queue.batches else None
-            if batch is None or batch.rows + rows > self.options.max_batch_size:
-                if len(queue.batches) >= self.options.max_enqueued_batches:
-                    if self._observer:
-                        self._observer.queue_full(servable.name)
-                    raise resource_exhausted(
-                        "The batch scheduling queue to which this task was submitted is full "
-                        f"({self.options.max_enqueued_batches} batches of up to "
-                        f"{self.options.max_batch_size} rows)")
-                batch = _Batch()
-                queue.batches.append(batch)
-                opened = True
-            else:
-                opened = False
-            batch.tasks.append(task)
-            batch.rows += rows
-            # Batch threads only need waking when a batch starts its timeout or is full: a
-            # wake-up per request would cost every request a GIL round trip.
-            if opened or batch.rows >= self.options.max_batch_size:
-                self._cv.notify()
-        return task.future.result()
+            room = limit - batch.rows if batch is not None else 0
+            if rows > room and not options.enable_large_batch_splitting:
+                room = 0   # without splitting a task never spans batches
+            first = min(rows, room)   # rows that join the open batch
+            sizes = ([first] if first else []) + [
+                min(limit, rows - start) for start in range(first, rows, limit)]
+            if len(queue.batches) + len(sizes) - bool(first) > options.max_enqueued_batches:
+                if self._observer:
+                    self._observer.queue_full(servable.name)
+                raise unavailable(
+                    "The batch scheduling queue to which this task was submitted is full "
+                    f"({options.max_enqueued_batches} batches of up to {limit} rows)")
+            pieces, start = [], 0
+            for index, size in enumerate(sizes):
+                # Batch threads are only woken when a batch starts its timeout or fills: a
+                # wake-up per request would cost every request a GIL round trip.
+                if index or not first:
+                    batch = _Batch()
+                    queue.batches.append(batch)
+                    self._cv.notify()
+                piece = _Task(inputs if size == rows else
+                              {n: a[start:start + size] for n, a in inputs.items()}, size)
+                batch.tasks.append(piece)
+                batch.rows += size
+                if batch.rows >= limit:
+                    self._cv.notify()
+                pieces.append(piece)
+                start += size
+        results = [piece.future.result() for piece in pieces]
+        if len(results) == 1:
+            return results[0]
+        return {name: np.concatenate([r[name] for r in results]) for name in results[0]}
 
     # ---- batch threads -------------------------------------------------------------------
     def _ready_batch(self, now):
         """(queue, batch) of the oldest runnable batch, or (None, seconds to wait)."""
-        timeout_s = self.options.batch_timeout_micros / 1e6
         best, wait = None, None
         for key, queue in self._queues.items():
             if not queue.batches:
                 continue
             batch = queue.batches[0]
-            full = batch.rows >= self.options.max_batch_size or len(queue.batches) > 1
-            due = batch.opened + timeout_s
+            full = (batch.rows >= queue.options.execution_batch_size
+                    or len(queue.batches) > 1)
+            due = batch.opened + queue.options.batch_timeout_micros / 1e6
             if full or now >= due:
                 if best is None or batch.opened < best[1].opened:
                     best = (key, batch)
@@ -203,7 +255,7 @@ class BatchScheduler:
     def _execute(self, queue: _Queue, batch: _Batch):
         started = time.perf_counter()
         tasks = batch.tasks
-        size = self._padded_size(batch.rows)
+        size = _padded_size(queue.options.allowed_batch_sizes, batch.rows)
         try:
             merged = {name: _merge([t.inputs[name] for t in tasks], batch.rows, size)
                       for name in tasks[0].inputs}
@@ -228,12 +280,6 @@ class BatchScheduler:
             self._observer.batch_done(queue.servable.name, size, size - batch.rows,
                                       [started - t.enqueued for t in tasks])
 
-    def _padded_size(self, rows: int) -> int:
-        for allowed in self.options.allowed_batch_sizes:
-            if allowed >= rows:
-                return allowed
-        return rows
-
     def stop(self) -> None:
         """Runs what is queued, then stops the threads."""
         with self._cv:
@@ -247,11 +293,14 @@ class BatchScheduler:
 
 
 class BatchingServable:
-    """A Servable whose `run` goes through the shared BatchScheduler."""
+    """A Servable whose `run` goes through the shared BatchScheduler (with its own queue
+    parameters if `options` is given)."""
 
-    def __init__(self, servable, scheduler: BatchScheduler):
+    def __init__(self, servable, scheduler: BatchScheduler,
+                 options: Optional[BatchingOptions] = None):
         self._servable = servable
         self._scheduler = scheduler
+        self._options = options
 
     def __getattr__(self, name):
         return getattr(self._servable, name)
@@ -259,7 +308,7 @@ class BatchingServable:
     def run(self, signature_name, inputs):
         key, _ = self._servable.signature_def(signature_name)
         self._servable.check_inputs(key, inputs)
-        return self._scheduler.run(self, key, inputs)
+        return self._scheduler.run(self, key, inputs, self._options)
 
     def run_unbatched(self, signature_name, inputs):
         return self._servable.run(signature_name, inputs)
@@ -269,7 +318,8 @@ class BatchingServable:
 
 
 def load_batching_options(path: Optional[str]) -> BatchingOptions:
+    """The text-format BatchingParameters in `path` over TF Serving's defaults."""
     if not path:
         return BatchingOptions()
     from serving.model_server.server_protos import BatchingParameters, parse_text_file
-    return BatchingOptions.from_proto(parse_text_file(path, BatchingParameters))
+    return BatchingOptions.from_proto(parse_text_file(path, BatchingParameters), path)

@@ -1,8 +1,9 @@
-"""Classify, Regress and MultiInference with TF Serving's rules: the signature's method_name
-must be tensorflow/serving/classify (outputs `classes` and/or `scores`) or
-tensorflow/serving/regress (output `outputs`), with one DT_STRING input fed with serialized
-tf.Examples (a context example is merged into each). Predict signatures answer
-INVALID_ARGUMENT, as in TF Serving."""
+"""Classify, Regress and MultiInference with TF Serving's rules: a classify signature has
+outputs `classes` and/or `scores`, a regress signature output `outputs`, each with one
+DT_STRING input fed with serialized tf.Examples (a context example is merged into each).
+With --enable_signature_method_name_check (process-wide, as in TF Serving) the signature's
+method_name must also be tensorflow/serving/classify or tensorflow/serving/regress; off by
+default so native TF2 SavedModels (whose signatures all say predict) can serve them."""
 import numpy as np
 from tensorflow_serving.apis import (classification_pb2, inference_pb2, regression_pb2)
 
@@ -11,6 +12,11 @@ from serving.model_server.errors import invalid_argument
 CLASSIFY_METHOD = "tensorflow/serving/classify"
 REGRESS_METHOD = "tensorflow/serving/regress"
 CLASSES, SCORES, OUTPUTS = "classes", "scores", "outputs"
+_method_name_check = {"enabled": False}
+
+
+def set_signature_method_name_check(enabled: bool) -> None:
+    _method_name_check["enabled"] = enabled
 
 
 def serialized_examples(input_proto) -> np.ndarray:
@@ -34,7 +40,7 @@ def serialized_examples(input_proto) -> np.ndarray:
 
 def _signature(servable, signature_name, method):
     key, signature = servable.signature_def(signature_name)
-    if signature.method_name != method:
+    if _method_name_check["enabled"] and signature.method_name != method:
         raise invalid_argument(f"Expected {'classification' if method == CLASSIFY_METHOD else 'regression'}"
                                f" signature method_name to be {method}. Was: "
                                f"{signature.method_name}")

@@ -33,35 +33,27 @@ def _fill_model_spec(spec, name, version, label):
         spec.version_label = label
 
 
-class InFlight:
-    """Counts REST requests being handled (touched on the event loop thread only), so a
-    shutdown can wait for them before closing connections."""
-
-    def __init__(self):
-        self.count = 0
-
-
 class _Handler(tornado.web.RequestHandler):
-    def initialize(self, core, pool, timeout_s, in_flight):
+    def initialize(self, core, pool, timeout_s, cors):
         self.core = core
         self.pool = pool
         self.timeout_s = timeout_s
-        self.in_flight = in_flight
-
-    def prepare(self):
-        self.in_flight.count += 1
-        self._counted = True
-
-    def on_finish(self):
-        if getattr(self, "_counted", False):
-            self.in_flight.count -= 1
-            self._counted = False
-
-    def on_connection_close(self):
-        self.on_finish()
+        self.cors = cors
+        self.set_default_headers()
 
     def set_default_headers(self):
         self.set_header("Content-Type", "application/json")
+        if getattr(self, "cors", False):   # --rest_api_enable_cors_support, on every answer
+            self.set_header("Access-Control-Allow-Origin", "*")
+
+    def options(self, *args, **kwargs):
+        """CORS preflight (only with --rest_api_enable_cors_support, else 405)."""
+        if not self.cors:
+            raise tornado.web.HTTPError(405)
+        self.set_header("Access-Control-Allow-Methods", "POST, GET")
+        self.set_header("Access-Control-Allow-Headers", "Content-Type")
+        self.set_status(200)
+        self.finish()
 
     def answer(self, body: dict, status: int = 200):
         self.set_status(status)
@@ -166,9 +158,9 @@ class MetricsHandler(tornado.web.RequestHandler):
 
 
 def make_app(core, pool: concurrent.futures.Executor, timeout_ms: int, metrics=None,
-             metrics_path=None, in_flight=None):
+             metrics_path=None, cors: bool = False):
     settings = dict(core=core, pool=pool, timeout_s=timeout_ms / 1000.0 if timeout_ms else 0,
-                    in_flight=in_flight or InFlight())
+                    cors=cors)
     extra_routes = []
     if metrics is not None and metrics_path:
         extra_routes.append((metrics_path, MetricsHandler, dict(metrics=metrics)))

@@ -1,73 +1,72 @@
-"""TF Serving config protos that tensorflow-serving-api does not ship (BatchingParameters,
-MonitoringConfig, SSLConfig), rebuilt from their .proto definitions with the same package,
-names and field numbers, so the same text files parse here and in tensorflow_model_server."""
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, wrappers_pb2
+"""TF Serving's text-format config files (BatchingParameters, MonitoringConfig, SSLConfig,
+PlatformConfigMap with its SavedModelBundleSourceAdapterConfig, TensorFlow's ConfigProto) read with their upstream message classes through
+`tf.io.gfile`, so any file system TensorFlow knows (gs://, s3://, ram://, ...) works.
 
-_F = descriptor_pb2.FieldDescriptorProto
-_OPTIONAL, _REPEATED = _F.LABEL_OPTIONAL, _F.LABEL_REPEATED
+Upstream fields this server has no use for still parse (a file written for
+tensorflow_model_server loads unchanged); `warn_unused_fields` logs each such field once.
+"""
+import logging
 
+from serving.model_server.errors import invalid_argument
+from serving.protos.tensorflow_serving.tensorflow_serving.config.monitoring_config_pb2 import (
+    MonitoringConfig)
+from serving.protos.tensorflow_serving.tensorflow_serving.config.ssl_config_pb2 import SSLConfig
+from serving.protos.tensorflow_serving.tensorflow_serving.servables.tensorflow.saved_model_bundle_source_adapter_pb2 import (  # noqa: E501
+    SavedModelBundleSourceAdapterConfig)
+from serving.protos.tensorflow_serving.tensorflow_serving.servables.tensorflow.session_bundle_config_pb2 import (  # noqa: E501
+    BatchingParameters)
+from tensorflow_serving.config.platform_config_pb2 import PlatformConfigMap
 
-def _message(file_proto, name, fields):
-    message = file_proto.message_type.add(name=name)
-    for number, (field_name, kind, label, type_name) in enumerate(fields, start=1):
-        field = message.field.add(name=field_name, number=number, label=label, type=kind)
-        if type_name:
-            field.type_name = type_name
+log = logging.getLogger("popef_model_server")
 
+__all__ = ["BatchingParameters", "MonitoringConfig", "PlatformConfigMap", "SSLConfig",
+           "SavedModelBundleSourceAdapterConfig", "parse_text_file", "read_file",
+           "warn_unused_fields"]
 
-def _build():
-    pool = descriptor_pool.DescriptorPool()
-    pool.AddSerializedFile(wrappers_pb2.DESCRIPTOR.serialized_pb)
-    f = descriptor_pb2.FileDescriptorProto(name="popef_serving_config.proto",
-                                           package="tensorflow.serving", syntax="proto3",
-                                           dependency=["google/protobuf/wrappers.proto"])
-    int64 = (_F.TYPE_MESSAGE, _OPTIONAL, ".google.protobuf.Int64Value")
-    # tensorflow_serving/servables/tensorflow/session_bundle_config.proto
-    _message(f, "BatchingParameters", [
-        ("max_batch_size", *int64),
-        ("batch_timeout_micros", *int64),
-        ("max_enqueued_batches", *int64),
-        ("num_batch_threads", *int64),
-        ("thread_pool_name", _F.TYPE_MESSAGE, _OPTIONAL, ".google.protobuf.StringValue"),
-        ("allowed_batch_sizes", _F.TYPE_INT64, _REPEATED, None),
-        ("pad_variable_length_inputs", _F.TYPE_BOOL, _OPTIONAL, None),
-    ])
-    # tensorflow_serving/config/monitoring_config.proto
-    _message(f, "PrometheusConfig", [
-        ("enable", _F.TYPE_BOOL, _OPTIONAL, None),
-        ("path", _F.TYPE_STRING, _OPTIONAL, None),
-    ])
-    _message(f, "MonitoringConfig", [
-        ("prometheus_config", _F.TYPE_MESSAGE, _OPTIONAL, ".tensorflow.serving.PrometheusConfig"),
-    ])
-    # tensorflow_serving/config/ssl_config.proto
-    _message(f, "SSLConfig", [
-        ("server_key", _F.TYPE_STRING, _OPTIONAL, None),
-        ("server_cert", _F.TYPE_STRING, _OPTIONAL, None),
-        ("custom_ca", _F.TYPE_STRING, _OPTIONAL, None),
-        ("client_verify", _F.TYPE_BOOL, _OPTIONAL, None),
-    ])
-    pool.Add(f)
-    return {name: message_factory.GetMessageClass(
-        pool.FindMessageTypeByName(f"tensorflow.serving.{name}"))
-        for name in ("BatchingParameters", "PrometheusConfig", "MonitoringConfig", "SSLConfig")}
+_warned = set()
 
 
-_CLASSES = _build()
-BatchingParameters = _CLASSES["BatchingParameters"]
-MonitoringConfig = _CLASSES["MonitoringConfig"]
-SSLConfig = _CLASSES["SSLConfig"]
+def read_file(path: str) -> str:
+    import tensorflow as tf
+    try:
+        with tf.io.gfile.GFile(path, "r") as handle:
+            return handle.read()
+    except (tf.errors.OpError, UnicodeDecodeError) as error:
+        message = getattr(error, "message", str(error))
+        raise invalid_argument(f"{path}: cannot read: {message}") from None
 
 
 def parse_text_file(path: str, message_class):
+    """The text-format `message_class` in `path`; INVALID_ARGUMENT naming the file otherwise."""
     from google.protobuf import text_format
-    from serving.model_server.errors import invalid_argument
     message = message_class()
-    with open(path, encoding="utf-8") as handle:
-        text = handle.read()
     try:
-        text_format.Parse(text, message)
+        text_format.Parse(read_file(path), message)
     except text_format.ParseError as error:
         raise invalid_argument(f"{path}: not a text-format {message_class.DESCRIPTOR.name}: "
                                f"{error}") from None
     return message
+
+
+def warn_unused_fields(message, used, source: str, because: dict,
+                       default: str = "this server has no equivalent") -> None:
+    """Logs once per (source, field) each set field of `message` whose name is not in `used`
+    (nested messages as `outer.inner`), with the reason `because[name]` (else `default`)."""
+    for name in sorted(_set_fields(message)):
+        if name in used or (source, name) in _warned:
+            continue
+        _warned.add((source, name))
+        log.warning("%s: %s is accepted but ignored: %s", source, name,
+                    because.get(name, default))
+
+
+def _set_fields(message, prefix=""):
+    for field, value in message.ListFields():
+        name = prefix + field.name
+        if (field.type == field.TYPE_MESSAGE and not field.is_repeated
+                and not field.message_type.GetOptions().map_entry
+                and field.message_type.full_name.startswith("tensorflow.")):
+            nested = list(_set_fields(value, name + "."))
+            yield from nested if nested else [name]
+        else:
+            yield name

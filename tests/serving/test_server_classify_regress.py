@@ -23,7 +23,8 @@ def server(tmp_path_factory):
       config {{ name: "hpt" base_path: "{root / 'models' / 'hpt'}" model_platform: "tensorflow" }}
       config {{ name: "affine" base_path: "{root / 'models' / 'affine'}" model_platform: "tensorflow" }}
     }}""")
-    process = ServerProcess(root / "server", f"--model_config_file={config}").start()
+    process = ServerProcess(root / "server", f"--model_config_file={config}",
+                            "--enable_signature_method_name_check").start()
     yield process
     assert process.stop() == 0, process.log()
 

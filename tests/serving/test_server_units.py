@@ -184,7 +184,8 @@ def test_queue_full_and_oversized_task():
     wait_until(lambda: scheduler._queues, timeout_s=10, what="second batch queued")
     with pytest.raises(ServingError) as caught:
         wrapped.run("", {"x": x})
-    assert caught.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert caught.value.code == grpc.StatusCode.UNAVAILABLE
+    assert "batch scheduling queue" in caught.value.message
     with pytest.raises(ServingError) as caught:
         wrapped.run("", {"x": np.zeros((3, 1), np.float32)})
     assert "larger than maximum input batch size 2" in caught.value.message
@@ -207,7 +208,10 @@ def test_output_without_batch_dimension_fails_the_batch():
     (dict(max_batch_size=8, allowed_batch_sizes=[2, 4]), "must match max_batch_size"),
     (dict(max_batch_size=8, allowed_batch_sizes=[4, 2, 8]), "strictly increasing"),
     (dict(max_batch_size=0), "max_batch_size must be positive"),
-    (dict(pad_variable_length_inputs=True), "not supported"),
+    (dict(max_batch_size=8, enable_large_batch_splitting=True, max_execution_batch_size=16),
+     "max_execution_batch_size must be in [1, max_batch_size 8]"),
+    (dict(max_batch_size=8, enable_large_batch_splitting=True, max_execution_batch_size=4,
+          allowed_batch_sizes=[2, 8]), "must match max_execution_batch_size"),
 ])
 def test_batching_options_validation(options, fragment):
     with pytest.raises(ServingError) as caught:

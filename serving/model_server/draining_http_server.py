@@ -1,0 +1,71 @@
+"""tornado's HTTPServer that can drain: it knows which connections have a request between its
+first header line and its answer, so a shutdown answers every request already sent (none
+dropped) before closing connections."""
+import asyncio
+import time
+
+import tornado.httpserver
+import tornado.httputil
+
+ACCEPT_SETTLE_S = 0.05   # lets connections already in the listen backlog be accepted
+QUIET_S = 0.2            # a just-accepted connection's request headers arrive within this
+
+
+class _BusyOnHeaders(tornado.httputil.HTTPMessageDelegate):
+    def __init__(self, delegate, on_headers):
+        self._delegate = delegate
+        self._on_headers = on_headers
+
+    def headers_received(self, start_line, headers):
+        self._on_headers()
+        return self._delegate.headers_received(start_line, headers)
+
+    def data_received(self, chunk):
+        return self._delegate.data_received(chunk)
+
+    def finish(self):
+        return self._delegate.finish()
+
+    def on_connection_close(self):
+        return self._delegate.on_connection_close()
+
+
+class DrainingHTTPServer(tornado.httpserver.HTTPServer):
+    def initialize(self, *args, **kwargs):
+        super().initialize(*args, **kwargs)
+        self._busy = set()            # server connections with a request being handled
+        self._last_activity = 0.0     # monotonic time of the last accept or request start
+
+    def handle_stream(self, stream, address):
+        self._last_activity = time.monotonic()
+        super().handle_stream(stream, address)
+
+    def start_request(self, server_conn, request_conn):
+        # tornado asks for the next request's delegate only after the previous answer was
+        # sent: the connection is idle until the new request's headers arrive.
+        self._busy.discard(server_conn)
+
+        def busy():
+            self._busy.add(server_conn)
+            self._last_activity = time.monotonic()
+        return _BusyOnHeaders(super().start_request(server_conn, request_conn), busy)
+
+    def on_close(self, server_conn):
+        self._busy.discard(server_conn)
+        super().on_close(server_conn)
+
+    @property
+    def requests_in_flight(self) -> int:
+        return len(self._busy)
+
+    async def drain(self, grace_s: float) -> None:
+        """Stops accepting, waits until no request is in flight and none has started for
+        QUIET_S (at most grace_s), then closes every connection."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace_s
+        await asyncio.sleep(ACCEPT_SETTLE_S)
+        self.stop()
+        while loop.time() < deadline and (
+                self._busy or time.monotonic() - self._last_activity < QUIET_S):
+            await asyncio.sleep(0.01)
+        await self.close_all_connections()
