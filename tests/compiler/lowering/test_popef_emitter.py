@@ -5,8 +5,8 @@ from compiler.lowering.lower_graph import lower_graph
 from compiler.lowering.memory_plan import plan_arena
 from compiler.lowering.popef_emitter import IndexAnchor, emit_popef
 from compiler.lowering.weights import WeightStore
-from compiler.popef.format import BlobType
-from compiler.popef.reader import PopefFile
+from popef.format import BlobType
+from popef.reader import PopefFile
 from compiler_test_helpers import F16, F32, make_model
 
 DTYPES = {"float32", "float16", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",

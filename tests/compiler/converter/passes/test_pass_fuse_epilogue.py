@@ -253,8 +253,8 @@ def test_non_activation_chain_is_not_absorbed():
 def test_fused_steps_show_in_popef_dump():
     base, xs, ys, inits = conv_base(4, 6, 7, 3, pad=1)
     model = epilogue_model(base, xs, ys, inits, bias=True, bias_shape=(6, 1, 1), residual=True, activation="Relu6")
-    from compiler.popef.dump import describe, render_text
-    from compiler.popef.reader import PopefFile
+    from popef.dump import describe, render_text
+    from popef.reader import PopefFile
     text = render_text(describe(PopefFile(Compiler.compile(model).to_bytes(), "model.popef")))
     (line,) = [ln for ln in text.splitlines() if "FusedConv" in ln]
     assert "'conv': X, W, " in line and ", R -> Y" in line

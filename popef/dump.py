@@ -1,7 +1,7 @@
 """popef_dump: print what a PopEF file holds.
 
     popef_dump FILE [--json]
-    python -m compiler.popef.dump FILE [--json]
+    python -m popef.dump FILE [--json]
 
 Sections: file summary, Metadata, Anchors, Programs, TensorData, Opaques. --json prints one
 JSON document with the same content. Unreadable files print one error line and exit 1.
@@ -12,8 +12,8 @@ import os
 import sys
 from typing import List, Optional
 
-from compiler.popef.format import BlobType, PopefError
-from compiler.popef.reader import PopefFile
+from popef.format import BlobType, PopefError
+from popef.reader import PopefFile
 
 
 def describe(popef: PopefFile) -> dict:

@@ -3,7 +3,7 @@ import json
 import os
 from typing import Iterable, Tuple, Union
 
-from compiler.popef.format import (
+from popef.format import (
     ALIGNMENT, HEADER, HEADER_SIZE, MAGIC, VERSION_MAJOR, VERSION_MINOR, BlobType, align_up, crc32,
 )
 

@@ -1,4 +1,4 @@
-"""Round trip and corruption cases of compiler/popef (writer + Python reader), with the exact
+"""Round trip and corruption cases of popef (writer + Python reader), with the exact
 messages of docs/popef.md §1."""
 import json
 import struct
@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from compiler.executable import Executable
-from compiler.popef.format import HEADER_SIZE, BlobType, PopefError, crc32
-from compiler.popef.reader import PopefFile
-from compiler.popef.writer import encode_popef, json_payload, write_popef
+from popef.format import HEADER_SIZE, BlobType, PopefError, crc32
+from popef.reader import PopefFile
+from popef.writer import encode_popef, json_payload, write_popef
 
 W = np.arange(25, dtype=np.float32).reshape(5, 5)
 METADATA = {"ipu_version": "ipu2", "anchors": [],

@@ -7,7 +7,7 @@ from typing import Dict, List, Optional, Union
 
 import numpy as np
 
-from compiler.popef.format import (
+from popef.format import (
     HEADER, HEADER_SIZE, MAGIC, VERSION_MAJOR, BlobType, PopefError, crc32,
 )
 

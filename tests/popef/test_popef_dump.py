@@ -5,7 +5,7 @@ import pytest
 from onnx import helper
 
 from compiler import Compiler
-from compiler.popef import dump
+from popef import dump
 from compiler_test_helpers import F32, make_model, run_cli
 
 
@@ -56,20 +56,20 @@ def test_json_document(popef_file, capsys):
 
 
 def test_errors_exit_1_with_one_line_and_no_traceback(tmp_path):
-    missing = run_cli([str(tmp_path / "nope.popef")], module="compiler.popef.dump")
+    missing = run_cli([str(tmp_path / "nope.popef")], module="popef.dump")
     assert missing.returncode == 1 and missing.stdout == ""
     assert missing.stderr.strip() == f"popef_dump: error: {tmp_path / 'nope.popef'}: file not found"
     bad = tmp_path / "bad.popef"
     bad.write_bytes(b"x" * 100)
-    result = run_cli([str(bad)], module="compiler.popef.dump")
+    result = run_cli([str(bad)], module="popef.dump")
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert result.stderr.strip() == f"popef_dump: error: {bad}: not a PopEF file (bad magic at offset 0)"
     empty = tmp_path / "empty.popef"
     empty.write_bytes(b"")
-    result = run_cli([str(empty), "--json"], module="compiler.popef.dump")
+    result = run_cli([str(empty), "--json"], module="popef.dump")
     assert result.returncode == 1 and result.stderr.strip().endswith("empty.popef: empty file")
 
 
 def test_runs_as_a_module(popef_file):
-    result = run_cli([popef_file], module="compiler.popef.dump")
+    result = run_cli([popef_file], module="popef.dump")
     assert result.returncode == 0 and "Anchors (2):" in result.stdout
