@@ -159,3 +159,9 @@ def test_importing_the_server_loads_no_compiler_module():
                               "serving.client.cli")
     assert "serving.model_server.server" in modules
     assert not [m for m in modules if m.split(".")[0] == "compiler"]
+
+
+def test_importing_the_runtime_binding_loads_neither_tensorflow_nor_the_compiler():
+    roots = _roots(_imported_after("import tf_popef_op.runtime"))
+    assert "tf_popef_op" in roots
+    assert not roots & {"tensorflow", "compiler", "onnx"}, sorted(roots)
