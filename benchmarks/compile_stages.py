@@ -1,7 +1,8 @@
 """ONNX -> PopEF with the wall time of each stage: every converter pass (timed from the
-converter's own "running pass" log records), the kernel fusion stage (compiler/compiler.py) and
-the lowering steps of compiler/lowering/lower_model.py (timed by wrapping the functions they
-call, for this one call only; a step the compiler does not have is simply not reported)."""
+converter's own "running pass" log records), the kernel fusion stage and PopEF emission
+(compiler/compiler.py) and the lowering steps of compiler/lowering/lower_model.py (timed by
+wrapping the functions they call, for this one call only; a step the compiler does not have is
+simply not reported)."""
 import contextlib
 import importlib
 import logging
@@ -12,8 +13,8 @@ import onnx
 
 # (module, function it calls) for each timed step after conversion, in order.
 _LOWERING_STEPS = (("compiler.compiler", "apply_kernel_fusion"),
-                   *(("compiler.lowering.lower_model", name)
-                     for name in ("lower_graph", "plan_arena", "check_device_memory", "emit_popef")))
+                   *(("compiler.lowering.lower_model", name) for name in ("lower_graph", "plan_arena", "check_device_memory")),
+                   ("compiler.compiler", "emit_popef"))
 
 
 class _PassClock(logging.Handler):

@@ -19,10 +19,10 @@ import onnx
 
 from compiler import cli_config
 from compiler.compiler import compile_converted
-from compiler.fusion import FUSION_OPAQUE, fuse_models
 from compiler.converter import Converter, DEFAULT_PIPELINE, list_all_passes
 from compiler.errors import CompileError
 from compiler.executable import Executable
+from compiler.fusion import FUSION_OPAQUE, fuse_models
 from compiler.lowering.device_memory import available_bytes
 from compiler.options import CompilerOptions
 from popef.format import PopefError

@@ -17,6 +17,7 @@ from compiler.converter import Converter
 from compiler.converter.pipeline import prepare_control_flow_body
 from compiler.errors import CompileError, ConversionError, DeviceMemoryError
 from compiler.executable import Executable
+from compiler.frontends.model_loading import load_model
 from compiler.fusion.anchor_names import INDEX_ANCHOR, output_anchor, subgraph_prefix
 from compiler.fusion.entry import FusionEntry, normalize_entries
 from compiler.fusion.fusion_map import FUSION_OPAQUE, SubgraphOrigin, fusion_map
@@ -26,11 +27,10 @@ from compiler.lowering.device_memory import available_bytes
 from compiler.lowering.ir import LoweredGraph
 from compiler.lowering.lower_graph import lower_graph
 from compiler.lowering.memory_plan import ArenaPlan, plan_arena
-from compiler.lowering.popef_emitter import EmittedPopef, emit_popef
 from compiler.lowering.weights import StoredWeight, WeightStore
 from compiler.onnx_graph.graph_edit import opset_version
-from compiler.frontends.model_loading import load_model
 from compiler.options import CompilerOptions
+from compiler.popef_writer import EmittedPopef, emit_popef
 from compiler.version import PRODUCER
 
 EntryLike = Union[FusionEntry, Mapping]

@@ -6,8 +6,8 @@ from typing import Sequence
 
 import numpy as np
 
-from compiler.lowering_rules.node_context import KernelCall, NodeContext
 from compiler.lowering_rules.matmul import FLOATS
+from compiler.lowering_rules.node_context import KernelCall, NodeContext
 from compiler.onnx_graph.activations import ACTIVATIONS
 
 _FLT_MAX = float(np.finfo(np.float32).max)

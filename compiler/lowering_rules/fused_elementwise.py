@@ -1,9 +1,9 @@
 """The internal op FusedElementwise (compiler/kernel_fusion/passes/fuse_elementwise_chain.py): the
 program text goes to the kernel as it is (the runtime parses and checks it at prepare); the
 rule checks the operand shapes the kernel reads."""
+from compiler.lowering_rules.matmul import FLOATS
 from compiler.lowering_rules.node_context import KernelCall, NodeContext
 from compiler.lowering_rules.registry import lowering_rule
-from compiler.lowering_rules.matmul import FLOATS
 from compiler.onnx_graph.internal_ops import DOMAIN
 
 

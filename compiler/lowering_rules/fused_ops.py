@@ -3,11 +3,11 @@ the base op's explicit attributes (as its own rule writes them) plus the epilogu
 `activation`, `activation_params`, and the 0/1 flags `has_bias` / `has_sum` saying which of the
 optional inputs follow the two operands (only present inputs are passed to the kernel):
 rules/epilogue.py."""
-from compiler.lowering_rules.node_context import KernelCall, NodeContext
-from compiler.lowering_rules.registry import lowering_rule
 from compiler.lowering_rules.conv import lower_conv
 from compiler.lowering_rules.epilogue import with_epilogue
 from compiler.lowering_rules.gemm import lower_gemm
+from compiler.lowering_rules.node_context import KernelCall, NodeContext
+from compiler.lowering_rules.registry import lowering_rule
 from compiler.onnx_graph.internal_ops import DOMAIN
 
 

@@ -5,9 +5,9 @@ node's explicit window (kernel_shape, strides, dilations, pads [top, left, botto
 NchwcConv adds `group` and the epilogue's (rules/epilogue.py, as FusedConv). Each rule checks
 the blocked shapes the kernel assumes, so a malformed node fails here, naming it, rather than
 in the runtime."""
+from compiler.lowering_rules.epilogue import FLOATS, with_epilogue
 from compiler.lowering_rules.node_context import KernelCall, NodeContext
 from compiler.lowering_rules.registry import lowering_rule
-from compiler.lowering_rules.epilogue import FLOATS, with_epilogue
 from compiler.lowering_rules.window_attrs import window_attrs
 from compiler.onnx_graph import nchwc
 from compiler.onnx_graph.internal_ops import DOMAIN, nchwc_conv_output_shape, nchwc_max_pool_output_shape

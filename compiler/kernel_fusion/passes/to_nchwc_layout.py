@@ -56,8 +56,8 @@ from compiler.onnx_graph.internal_ops import (
 )
 from compiler.onnx_graph.spatial_window import resolve_window
 from compiler.onnx_graph.tensor_types import TensorType
-from compiler.onnx_graph.type_inference import infer_types
 from compiler.onnx_graph.topo_order import topological_order
+from compiler.onnx_graph.type_inference import infer_types
 
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 # Ops computing each element from the same element of their inputs: the layout does not matter.

@@ -3,8 +3,8 @@ import pytest
 from onnx import TensorProto, helper
 
 from compiler.errors import LoweringError, UnsupportedOpError
-from compiler.lowering_rules.registry import supported_ops
 from compiler.lowering.weights import WeightStore
+from compiler.lowering_rules.registry import supported_ops
 from compiler_test_helpers import F16, F32, I32, I64, fuse_and_lower, make_model
 
 

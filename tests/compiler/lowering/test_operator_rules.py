@@ -5,9 +5,9 @@ import pytest
 from onnx import TensorProto, helper
 
 from compiler.errors import LoweringError
+from compiler.lowering.weights import WeightStore
 from compiler.lowering_rules.resize import axis_taps
 from compiler.onnx_graph.spatial_window import same_pads
-from compiler.lowering.weights import WeightStore
 from compiler_test_helpers import F16, F32, I64, fuse_and_lower, make_model
 
 

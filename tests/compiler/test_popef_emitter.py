@@ -3,8 +3,8 @@ from onnx import helper
 
 from compiler.lowering.lower_graph import lower_graph
 from compiler.lowering.memory_plan import plan_arena
-from compiler.lowering.popef_emitter import IndexAnchor, emit_popef
 from compiler.lowering.weights import WeightStore
+from compiler.popef_writer import IndexAnchor, emit_popef
 from popef.format import BlobType
 from popef.reader import PopefFile
 from compiler_test_helpers import F16, F32, fuse_and_lower, make_model
