@@ -24,7 +24,8 @@ LAYOUT = {
         from compiler.popef_writer.popef_emitter import emit_popef
         def compile_model(): pass
         """,
-    "compiler/cli.py": "from compiler.compiler import compile_model\nfrom compiler.fusion.fuse import fuse",
+    "compiler/cli.py": "from compiler.compiler import compile_model\nfrom compiler.fusion.fuse import fuse\n"
+                       "def run_once():\n    from tf_popef_op.runtime import ModelRunner",
     "compiler/fusion/__init__.py": "",
     "compiler/fusion/fuse.py": "from compiler.lowering.lower_graph import lower_graph\n"
                                "from compiler.popef_writer.popef_emitter import emit_popef\ndef fuse(): pass",
@@ -93,6 +94,9 @@ BACK_EDGES = {
     "a registry imports its plug-ins": (
         "compiler/lowering_rules/registry.py", "from compiler.lowering_rules import conv",
         "No import cycles between the modules of a compiler package", ".registry -> .conv"),
+    "the compiler runs the runtime": (
+        "compiler/lowering/lower_model.py", "from tf_popef_op import runtime",
+        "it imports neither the runtime nor the server", "compiler.lowering.lower_model -> tf_popef_op"),
     "serving reads PopEF through the compiler": (
         "serving/popef_signatures.py", "from compiler.onnx_graph.tensor_types import TensorType",
         "never the compiler", "serving.popef_signatures -> compiler.onnx_graph.tensor_types"),
