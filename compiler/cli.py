@@ -19,13 +19,13 @@ import onnx
 
 from compiler import cli_config
 from compiler.compiler import compile_converted
-from compiler.fusion import FUSION_OPAQUE, fuse_models
 from compiler.converter import Converter, DEFAULT_PIPELINE, list_all_passes
 from compiler.errors import CompileError
 from compiler.executable import Executable
+from compiler.fusion import FUSION_OPAQUE, fuse_models
 from compiler.lowering.device_memory import available_bytes
 from compiler.options import CompilerOptions
-from compiler.popef.format import PopefError
+from popef.format import PopefError
 
 EXIT_USER_ERROR = 2
 EXIT_RUN_FAILED = 1

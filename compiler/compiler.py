@@ -1,4 +1,6 @@
-"""PopRT's Compiler: ONNX model -> Executable (PopEF bytes).
+"""PopRT's Compiler: ONNX model -> Executable (PopEF bytes). The stages run in one direction:
+frontends (load_model) -> converter (ONNX passes) -> kernel fusion (internal ops) -> lowering
+(program, memory plan) -> popef_writer (PopEF bytes).
 
 Compiler.compile runs the default converter pipeline first (shape inference, constant folding,
 checks...), so an unconverted model compiles too; the passes are idempotent, so a model already
@@ -11,13 +13,17 @@ import onnx
 from onnx import helper
 
 from compiler.converter import Converter
+from compiler.converter.pipeline import prepare_control_flow_body
 from compiler.errors import CompileError
 from compiler.executable import Executable
+from compiler.frontends.model_loading import ModelSource, load_model
 from compiler.fusion import FusionEntry, fuse_models
+from compiler.kernel_fusion import apply_kernel_fusion
 from compiler.lowering import lower_model
-from compiler.onnx_graph.model_io import ModelSource, load_model
-from compiler.onnx_graph.tensor_types import infer_types
+from compiler.onnx_graph.type_inference import infer_types
 from compiler.options import CompilerOptions
+from compiler.popef_writer import emit_popef
+from compiler.version import PRODUCER
 
 
 class Compiler:
@@ -49,9 +55,16 @@ class Compiler:
 
 def compile_converted(model: onnx.ModelProto, options: CompilerOptions, model_name: str = "<model>",
                       passes_run: Sequence[str] = (), converter_options: Optional[dict] = None) -> Executable:
-    """Lowers an already converted model (the CLI runs its own converter pipeline)."""
-    lowered = lower_model(model, options.validate(), model_name, passes_run, converter_options)
-    return Executable(lowered.popef.data)
+    """Kernel fusion, lowering and PopEF emission of an already converted model (the CLI runs its
+    own converter pipeline)."""
+    options = options.validate()
+    lowered = lower_model(apply_kernel_fusion(model, options, model_name), options, model_name,
+                          prepare_control_flow_body)
+    compiler_info = {"producer": PRODUCER, "source_model": model_name, "options": options.to_dict(),
+                     "converter_options": dict(converter_options or {}), "passes": list(passes_run or [])}
+    popef = emit_popef([lowered.graph], [lowered.plan], lowered.weights, options.ipu_version, options.num_ipus,
+                       opaques={"compiler": compiler_info})
+    return Executable(popef.data)
 
 
 def select_outputs(model: onnx.ModelProto, outputs: Optional[Sequence[str]], model_name: str) -> onnx.ModelProto:

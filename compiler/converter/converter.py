@@ -8,8 +8,8 @@ from onnx import version_converter
 from compiler.converter.context import PassContext
 from compiler.converter.pipeline import resolve_pipeline, run_passes
 from compiler.errors import ConversionError
+from compiler.frontends.model_loading import ModelSource, load_model
 from compiler.onnx_graph.graph_edit import opset_version
-from compiler.onnx_graph.model_io import ModelSource, load_model
 
 
 class Converter:

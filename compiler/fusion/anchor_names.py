@@ -2,7 +2,7 @@
 selects the subgraph; model i's k-th graph input is `graph{i}/stream{k}` (its original name
 `graph{i}/{name}` is an alias) and its output `name` is `graph{i}/{name}`. The names do not
 depend on the entry's `name:` (that names the subgraph only)."""
-from compiler.lowering.popef_emitter import IndexAnchor
+from compiler.popef_writer import IndexAnchor
 
 # int32 [1]: the runtime accepts any integer dtype, shape [] or [1].
 INDEX_ANCHOR = IndexAnchor("index", "int32", (1,))

@@ -15,7 +15,7 @@ from typing import List, Sequence
 
 from compiler.fusion.subgraph_rename import AnchorRename
 from compiler.lowering.ir import LoweredGraph
-from compiler.lowering.popef_emitter import IndexAnchor, fused_program_name
+from compiler.popef_writer import IndexAnchor, fused_program_name
 
 FUSION_OPAQUE = "fusion"
 FUSION_MAP_VERSION = 1
