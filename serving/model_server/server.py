@@ -87,10 +87,13 @@ class RestServer:
 
 def _build_load_servable(options, metrics, scheduler):
     from serving.model_server.batching import BatchingServable
+    from serving.model_server.popef_version import is_bare_popef, load_bare_popef
     from serving.model_server.servable import Servable
     from serving.model_server.warmup import warm_up
 
     def load_servable(name, version, path):
+        if is_bare_popef(path):   # the runtime batches across requests itself
+            return load_bare_popef(name, version, path)
         servable = Servable(name, version, path, options.saved_model_tags.split(","))
         servable.load()
         if scheduler is not None:
@@ -130,6 +133,9 @@ def run(options) -> int:
     from serving.model_server.rest_handlers import InFlight, make_app
     from serving.model_server.batching import BatchScheduler, load_batching_options
     from serving.model_server.metrics import ServerMetrics, prometheus_path
+    from serving.model_server.kserve_grpc import add_inference_service
+    from serving.model_server.kserve_rest import routes as kserve_routes
+    from serving.model_server.kserve_service import KServeV2
 
     metrics = ServerMetrics()
     scheduler = None
@@ -159,6 +165,8 @@ def run(options) -> int:
     grpc_server = grpc.server(concurrent.futures.ThreadPoolExecutor(
         threads, thread_name_prefix="grpc"), options=channel_options)
     add_services(grpc_server, core)
+    kserve = KServeV2(core, metrics)          # KServe v2 / Triton protocol, both ports
+    add_inference_service(grpc_server, kserve)
     health = None
     if options.enable_grpc_healthcheck_service:
         from grpc_health.v1 import health as grpc_health, health_pb2, health_pb2_grpc
@@ -187,6 +195,8 @@ def run(options) -> int:
         in_flight = InFlight()
         app = make_app(core, pool, options.rest_api_timeout_in_ms, metrics, metrics_path,
                        in_flight)
+        app.add_handlers(r".*", kserve_routes(kserve, core, pool, (
+            options.rest_api_timeout_in_ms or 0) / 1000.0, in_flight))
         rest = RestServer(app, pool, options.bind_address, options.rest_api_port, in_flight)
         rest_port = rest.start()
         print(f"Exporting HTTP/REST API at:{options.bind_address}:{rest_port} ...", flush=True)

@@ -1,7 +1,10 @@
 """Finds model versions on disk: numbered sub-directories of a base path that hold a
-SavedModel (`saved_model.pb`), like TF Serving's FileSystemStoragePathSource."""
+SavedModel (`saved_model.pb`), like TF Serving's FileSystemStoragePathSource, or a bare PopEF
+(`*.popef`, Triton's repository layout)."""
 import os
 from typing import Dict
+
+from serving.model_server.popef_version import is_bare_popef
 
 
 def versions_on_disk(base_path: str) -> Dict[int, str]:
@@ -21,6 +24,6 @@ def versions_on_disk(base_path: str) -> Dict[int, str]:
             continue
         directory = os.path.join(base_path, entry)
         if os.path.isfile(os.path.join(directory, "saved_model.pb")) or os.path.isfile(
-                os.path.join(directory, "saved_model.pbtxt")):
+                os.path.join(directory, "saved_model.pbtxt")) or is_bare_popef(directory):
             found[int(entry)] = directory
     return found
