@@ -123,17 +123,8 @@ class InferenceService(pb_grpc.GRPCInferenceServiceServicer):
 
     def ModelStatistics(self, request, context):
         def statistics():
-            response = pb.ModelStatisticsResponse()
-            for row in self._kserve.model_statistics(request.name, request.version):
-                entry = response.model_stats.add(
-                    name=row["name"], version=row["version"],
-                    last_inference=row["last_inference"],
-                    inference_count=row["inference_count"],
-                    execution_count=row["execution_count"])
-                stats = entry.inference_stats
-                stats.success.count, stats.success.ns = row["success_count"], row["success_ns"]
-                stats.fail.count, stats.fail.ns = row["fail_count"], row["fail_ns"]
-            return response
+            rows = self._kserve.model_statistics(request.name, request.version)
+            return json_format.ParseDict({"model_stats": rows}, pb.ModelStatisticsResponse())
         return self._call(context, statistics)
 
     def RepositoryIndex(self, request, context):

@@ -18,6 +18,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
+from serving.model_server import SERVER_VERSION
 from serving.model_server.errors import (ServingError, as_serving_error, invalid_argument,
                                          not_found)
 from serving.model_server.kserve_codec import datatype_of
@@ -25,7 +26,6 @@ from serving.model_server.kserve_metrics import TritonMetrics
 from serving.model_server.popef_servable import Subgraph, TensorSpec, check_inputs
 
 SERVER_NAME = "tf-popef"
-SERVER_VERSION = "2.21.0"
 EXTENSIONS = ("binary_tensor_data", "model_repository", "statistics", "schedule_policy")
 _STATE_NAMES = {"AVAILABLE": "READY", "LOADING": "LOADING", "START": "LOADING",
                 "UNLOADING": "UNLOADING", "END": "UNAVAILABLE"}
@@ -226,13 +226,20 @@ class KServeV2:
                                       entrypoint)
 
     def model_statistics(self, name: str = "", version: str = "") -> List[dict]:
+        """Triton's ModelStatistics (as JSON) of every v2 model that served requests."""
         if name:
             self.resolve(name, version)    # NOT_FOUND for an unknown model
         rows = []
         for (model, ver), row in sorted(self.statistics.rows().items()):
             if (name and model != name) or (version and ver != version):
                 continue
-            rows.append(dict(name=model, version=ver, **row))
+            rows.append({
+                "name": model, "version": ver, "last_inference": row["last_inference"],
+                "inference_count": row["inference_count"],
+                "execution_count": row["execution_count"],
+                "inference_stats": {
+                    "success": {"count": row["success_count"], "ns": row["success_ns"]},
+                    "fail": {"count": row["fail_count"], "ns": row["fail_ns"]}}})
         return rows
 
     # ---- repository extension ------------------------------------------------------------
