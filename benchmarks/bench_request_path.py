@@ -8,11 +8,14 @@ the same bare PopEF and on a SavedModel exported from it (TensorFlow + PopefExec
 Clients are lean (pre-serialized requests on a plain grpc channel / keep-alive HTTP
 connection, responses decoded to numpy), so the numbers are the server's and the transport's.
 
+The latency model is a small MLP compiled at batch 1 (the request path dominates); the
+throughput model a larger one compiled at batch 16, the fixed batch of an accelerator.
+
 Throughput: closed-loop v2 gRPC clients (1, 16, 64; spread over client processes) sending
-one-row requests to two bare PopEFs of the same MLP: `unbatched` (compiled at batch 1,
-config.pbtxt `max_batch_size: 0`: every request is its own execution) and `batched`
-(compiled at batch 16, `dynamic_batching { max_queue_delay_microseconds }`: the runtime packs
-rows of concurrent requests into shared executions).
+one-row requests to the batch-16 PopEF served twice: `unbatched` (no `dynamic_batching` in
+its config.pbtxt: every request is its own execution, zero-padded to 16 rows, as Triton runs
+a model without a batcher) and `batched` (`dynamic_batching { max_queue_delay_microseconds }`:
+the runtime packs rows of concurrent requests into shared executions).
 
     .venv/bin/python benchmarks/bench_request_path.py [--iterations 2000] [--requests 4000]
 """
@@ -35,7 +38,8 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests", "serving"))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-SIZES = (256, 1024, 1024, 16)
+LATENCY_SIZES = (64, 256, 256, 16)
+THROUGHPUT_SIZES = (256, 2048, 2048, 16)
 BATCHED = 16
 INFER = "/inference.GRPCInferenceService/ModelInfer"
 PREDICT = "/tensorflow.serving.PredictionService/Predict"
@@ -46,15 +50,15 @@ def build_repository(root: str) -> dict:
     from compiler import Compiler
     from serving.export import export_saved_model
     paths = {}
-    for name, batch, config in (
-            ("unbatched", 1, "max_batch_size: 0\n"),
-            ("batched", BATCHED, f"max_batch_size: {BATCHED}\ndynamic_batching "
-                                 "{ max_queue_delay_microseconds: 1000 }\n"),
-            ("single", BATCHED, "")):   # batching on, no queue delay: the latency contender
+    for name, sizes, batch, config in (
+            ("unbatched", THROUGHPUT_SIZES, BATCHED, f"max_batch_size: {BATCHED}\n"),
+            ("batched", THROUGHPUT_SIZES, BATCHED, f"max_batch_size: {BATCHED}\n"
+             "dynamic_batching { max_queue_delay_microseconds: 2000 }\n"),
+            ("single", LATENCY_SIZES, 1, "")):
         folder = os.path.join(root, "models", name)
         os.makedirs(os.path.join(folder, "1"))
         popef = os.path.join(folder, "1", "model.popef")
-        Compiler.compile(build_mlp(batch, list(SIZES)).SerializeToString(), ["Y"]).save(popef)
+        Compiler.compile(build_mlp(batch, list(sizes)).SerializeToString(), ["Y"]).save(popef)
         if config:
             with open(os.path.join(folder, "config.pbtxt"), "w") as handle:
                 handle.write(config)
@@ -197,9 +201,12 @@ def main():
     from tensorflow_serving.apis import predict_pb2
     from tf_popef_op import runtime
 
-    x = np.random.default_rng(0).standard_normal((1, SIZES[0])).astype(np.float32)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, LATENCY_SIZES[0])).astype(np.float32)
+    x_big = rng.standard_normal((1, THROUGHPUT_SIZES[0])).astype(np.float32)
     with tempfile.TemporaryDirectory() as root:
-        print(f"== compiling MLP {list(SIZES)} (batch 1 and {BATCHED}), exporting", flush=True)
+        print(f"== compiling MLPs {list(LATENCY_SIZES)} (batch 1), {list(THROUGHPUT_SIZES)} "
+              f"(batch {BATCHED}), exporting", flush=True)
         repo = build_repository(root)
         server = ServerProcess(os.path.join(root, "server"),
                                f"--model_config_file={repo['config']}",
@@ -243,7 +250,7 @@ def main():
 
             print("== throughput", flush=True)
             throughput = {}
-            loads = {m: RawGrpcLoad(server.grpc_port, INFER, infer_request(m, x),
+            loads = {m: RawGrpcLoad(server.grpc_port, INFER, infer_request(m, x_big),
                                     args.client_processes) for m in ("unbatched", "batched")}
             try:
                 for _ in range(args.repeats):
@@ -264,7 +271,8 @@ def main():
         finally:
             server.stop()
 
-    print(f"\nMLP {list(SIZES)}, one-row requests; {platform.processor() or platform.machine()}, "
+    print(f"\nOne-row requests; latency MLP {list(LATENCY_SIZES)} at batch 1, throughput MLP "
+          f"{list(THROUGHPUT_SIZES)} at batch {BATCHED}; {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}, "
           f"{time.strftime('%Y-%m-%d %H:%M')}\n")
     base = latency["ModelRunner.execute, in process"]["median_ms"]

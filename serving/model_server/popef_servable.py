@@ -9,8 +9,10 @@ PopEF's anchor alias `graph0/X` is served as `X`), and a subgraph the runtime ba
 (unknown) along its batch axis.
 
 Requests go through `ModelRunner.execute_async`: the binding releases the GIL while it
-queues and waits, so concurrent server threads overlap and the runtime packs their rows into
-shared batches (RuntimeConfig.batching_dim / timeout_ns, from the model's config.pbtxt).
+queues and waits, so concurrent server threads overlap. With `dynamic_batching` in the
+model's config.pbtxt the runtime packs rows of concurrent requests into shared batches
+(RuntimeConfig.timeout_ns = max_queue_delay_microseconds); without it each request runs
+alone, zero-padded to whole compiled batches, as Triton runs requests without a batcher.
 """
 import dataclasses
 import glob
@@ -41,13 +43,15 @@ class Subgraph:
     outputs: List[TensorSpec]
     batch_axis: int           # -1: exact compiled shapes only
     feeds: Dict[str, np.ndarray]   # extra inputs the runtime needs (a fused PopEF's `index`)
+    batch_size: int = 0       # rows per execution along batch_axis
 
 
 @dataclasses.dataclass(frozen=True)
 class RunOptions:
     """How the runner is configured (from config.pbtxt, see triton_model_config.py)."""
-    batching: bool = True
-    timeout_ns: int = 0           # how long a batch waits for more rows (0: run what is queued)
+    batching: bool = True         # any number of rows along the batch axis
+    pack_requests: bool = False   # the runtime packs rows of concurrent requests into batches
+    timeout_ns: int = 0           # how long a packed batch waits for more rows
     max_batch_size: int = 0       # rows per request; 0: no limit beyond the runtime's
 
 
@@ -106,7 +110,8 @@ class PopefServable:
             feeds = {"index": np.array([info["index"]], np.int32)} if fused else {}
             self.subgraphs[info["name"]] = Subgraph(
                 info["name"], info["index"], [spec(inputs[a]) for a in info["inputs"]],
-                [spec(outputs[a]) for a in info["outputs"]], axis, feeds)
+                [spec(outputs[a]) for a in info["outputs"]], axis, feeds,
+                info["run_batch_size"] if axis >= 0 else 0)
         if not self.subgraphs:
             raise invalid_argument(f"{popef}: the PopEF has no subgraphs")
         self.default = next(iter(self.subgraphs))
@@ -134,9 +139,16 @@ class PopefServable:
         """Runs one subgraph; `outputs` limits what is returned (all by default)."""
         subgraph = self.subgraph(signature_name)
         check_inputs(self.name, subgraph, inputs, self.options.max_batch_size)
+        rows = alone = None
+        if not self.options.pack_requests and subgraph.batch_axis >= 0:
+            # Whole compiled batches run as they are: the request executes alone.
+            rows = next(iter(inputs.values())).shape[subgraph.batch_axis]
+            alone = -(-rows // subgraph.batch_size) * subgraph.batch_size
         feeds = dict(subgraph.feeds)
         for spec in subgraph.inputs:
-            feeds[spec.anchor] = inputs[spec.name]
+            value = inputs[spec.name]
+            feeds[spec.anchor] = value if rows == alone else _pad(value, subgraph.batch_axis,
+                                                                   alone)
         from tf_popef_op import runtime
         try:
             result = self.runner.execute_async(feeds).result()
@@ -144,7 +156,11 @@ class PopefServable:
             raise ServingError(_grpc_code(error), str(error)) from None
         wanted = subgraph.outputs if outputs is None else [
             s for s in subgraph.outputs if s.name in outputs]
-        return {s.name: result[s.anchor] for s in wanted}
+        if rows == alone:
+            return {s.name: result[s.anchor] for s in wanted}
+        cut = (slice(None),) * subgraph.batch_axis + (slice(0, rows),)
+        return {s.name: result[s.anchor][cut] if s.shape[subgraph.batch_axis] == -1
+                else result[s.anchor] for s in wanted}
 
     # ---- TF Serving view (Predict, GetModelMetadata, REST :predict) ----------------------
     @property
@@ -162,6 +178,16 @@ class PopefServable:
         subgraph = self.subgraph(signature_name)
         return {s.name: tf.TensorSpec([None if d < 0 else d for d in s.shape], s.dtype, s.name)
                 for s in subgraph.inputs}
+
+
+def _pad(value: np.ndarray, axis: int, rows: int) -> np.ndarray:
+    shape = list(value.shape)
+    shape[axis] = rows
+    padded = np.zeros(shape, value.dtype)
+    index = [slice(None)] * value.ndim
+    index[axis] = slice(0, value.shape[axis])
+    padded[tuple(index)] = value
+    return padded
 
 
 def check_inputs(model: str, subgraph: Subgraph, inputs: Dict[str, np.ndarray],

@@ -5,9 +5,11 @@ model_config.proto.
 What maps:
 - `max_batch_size: 0` turns the runtime's batching off (requests must have the exact compiled
   shapes); `N > 0` keeps it on and refuses requests of more than N rows.
-- `dynamic_batching { max_queue_delay_microseconds }` is how long the runtime holds a batch
-  open for rows of other requests (RuntimeConfig.timeout_ns). Without `dynamic_batching` the
-  runtime runs whatever is queued at once (timeout 0), like Triton's default scheduler.
+- `dynamic_batching { max_queue_delay_microseconds }` lets the runtime pack rows of concurrent
+  requests into shared batches, holding a batch open that long for more rows
+  (RuntimeConfig.timeout_ns). Without `dynamic_batching` every request runs alone (zero-padded
+  to whole compiled batches), like Triton's default scheduler; so does a model without a
+  config.pbtxt.
 - `preferred_batch_size` and `instance_group` are performance hints: the runtime batches up
   to the PopEF's compiled batch size on one emulated device, so they are accepted and logged.
 Settings that would change results (`sequence_batching`, `ensemble_scheduling`, a `platform`
@@ -69,7 +71,8 @@ def run_options(config, path: str = CONFIG_FILE) -> RunOptions:
         if group.count > 1:
             log.info("%s: instance_group count %d: one runner serves the model; the runtime "
                      "overlaps concurrent requests itself", path, group.count)
-    return RunOptions(batching=config.max_batch_size != 0, timeout_ns=timeout_ns,
+    return RunOptions(batching=config.max_batch_size != 0,
+                      pack_requests=scheduling == "dynamic_batching", timeout_ns=timeout_ns,
                       max_batch_size=config.max_batch_size)
 
 

@@ -36,6 +36,7 @@ def repo(tmp_path_factory):
     write_popef_model(str(models), "mlp", mlp_onnx(FEATURES, 32, CLASSES), ["logits"],
                       MLP_CONFIG)
     shutil.copytree(models / "mlp", models / "spare")
+    (models / "spare" / "config.pbtxt").unlink()    # no batcher: each request runs alone
     shutil.copytree(models / "mlp", models / "extra")     # in the repository, not the config
     sources = write_fused_model(str(models))
     save_affine(str(models / "affine" / "1"))
@@ -146,9 +147,10 @@ def test_http_infer_bare_popef_matches_onnxruntime(http, repo, binary):
 
 
 def test_grpc_infer_bare_popef_matches_onnxruntime(grpc_client, repo):
-    for rows in (1, 5):
+    # "spare" has no config.pbtxt: requests run alone, zero-padded to the compiled batch of 4
+    for model, rows in (("mlp", 1), ("mlp", 5), ("spare", 3), ("spare", 9)):
         x = _rows(rows, 10 + rows)
-        result = grpc_client.infer("mlp", _grpc_inputs({"x": x}), model_version="1")
+        result = grpc_client.infer(model, _grpc_inputs({"x": x}), model_version="1")
         np.testing.assert_allclose(result.as_numpy("logits"), mlp_reference(repo["mlp_onnx"], x),
                                    rtol=1e-5, atol=1e-5)
 
