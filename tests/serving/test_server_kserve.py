@@ -343,3 +343,18 @@ def test_statistics_and_triton_metrics(server, http, grpc_client):
         assert f'{name}{{model="fused/concat",version="1"}}' in text or \
             f'{name}{{model="mlp",version="1"}}' in text, name
     assert ':tensorflow:serving:request_count{model_name="mlp",status="OK"}' in text
+
+
+def test_example_client_script_runs(server):
+    import subprocess
+    import sys
+    from serving_harness import REPO
+    for model in ("mlp", "fused/concat", "affine/two_io"):
+        done = subprocess.run(
+            [sys.executable, os.path.join(REPO, "examples", "kserve_v2_client.py"), "--model",
+             model, "--http", f"127.0.0.1:{server.rest_port}",
+             "--grpc", f"127.0.0.1:{server.grpc_port}"],
+            capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert "server live/ready (gRPC): True True" in done.stdout
+        assert "gRPC  " in done.stdout and "HTTP  " in done.stdout
