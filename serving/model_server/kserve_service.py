@@ -6,9 +6,8 @@ decode and encode their wire formats.
 Model names: a v2 model is one entry point of a served model version. `<model>` is its
 default entry point (a SavedModel's `serving_default`, a PopEF's first subgraph) and
 `<model>/<entry>` any of them (a SavedModel signature or a PopEF subgraph, so every subgraph
-of a fused PopEF is its own v2 model with its own inputs and outputs). A `/` cannot clash
-with a model name of the model config, whose names are also URL path segments of TF
-Serving's REST API.
+of a fused PopEF is its own v2 model with its own inputs and outputs). A name is first looked
+up whole, so a served model whose own name holds a `/` is still found.
 """
 import dataclasses
 import threading
@@ -26,7 +25,7 @@ from serving.model_server.kserve_metrics import TritonMetrics
 from serving.model_server.popef_servable import Subgraph, TensorSpec, check_inputs
 
 SERVER_NAME = "tf-popef"
-EXTENSIONS = ("binary_tensor_data", "model_repository", "statistics", "schedule_policy")
+EXTENSIONS = ("binary_tensor_data", "model_repository", "statistics")
 _STATE_NAMES = {"AVAILABLE": "READY", "LOADING": "LOADING", "START": "LOADING",
                 "UNLOADING": "UNLOADING", "END": "UNAVAILABLE"}
 
@@ -35,6 +34,7 @@ _STATE_NAMES = {"AVAILABLE": "READY", "LOADING": "LOADING", "START": "LOADING",
 class Target:
     """What one v2 name resolves to."""
     name: str                 # the v2 model name as asked
+    model: str                # the served model it belongs to
     servable: object
     entry: Subgraph
 
@@ -138,7 +138,7 @@ class KServeV2:
         if entry and entry not in self._entry_names(servable):
             raise not_found(f"Request for unknown model: '{name}' is not found ('{model}' has "
                             f"{', '.join(self._entry_names(servable))})")
-        return Target(name, servable, self._entry(servable, entry))
+        return Target(name, model, servable, self._entry(servable, entry))
 
     def _entry_names(self, servable) -> List[str]:
         if hasattr(servable, "subgraphs"):
@@ -149,10 +149,7 @@ class KServeV2:
         if hasattr(servable, "subgraphs"):
             return servable.subgraph(key)
         key, _ = servable.signature_def(key)
-        try:
-            cache = self._entries.setdefault(servable, {})
-        except TypeError:      # not weak-referenceable: build it each time
-            return _signature_entry(servable, key)
+        cache = self._entries.setdefault(servable, {})
         entry = cache.get(key)
         if entry is None:
             entry = cache[key] = _signature_entry(servable, key)
@@ -167,8 +164,7 @@ class KServeV2:
 
     def model_metadata(self, name: str, version: str = "") -> dict:
         target = self.resolve(name, version)
-        model = name.split("/")[0] if name not in self.core.manager.model_names() else name
-        versions = [str(v) for v, state, _ in self.core.manager.status(model)
+        versions = [str(v) for v, state, _ in self.core.manager.status(target.model)
                     if state_name(state) == "READY"]
         platform = getattr(target.servable, "platform", "tensorflow_savedmodel")
 
@@ -195,11 +191,10 @@ class KServeV2:
                         raise invalid_argument(f"unexpected inference output '{wanted}' for "
                                                f"model '{name}' (outputs: "
                                                f"{', '.join(sorted(known))})")
-            check_inputs(name, entry, inputs, getattr(getattr(
-                target.servable, "options", None), "max_batch_size", 0))
-            if hasattr(target.servable, "subgraphs"):
+            if hasattr(target.servable, "subgraphs"):   # a bare PopEF checks its inputs
                 result = target.servable.run(entry.name, inputs, outputs)
             else:
+                check_inputs(name, entry, inputs)
                 result = target.servable.run(entry.name, inputs)
             names = [s.name for s in entry.outputs] if outputs is None else list(
                 dict.fromkeys(outputs))
@@ -222,8 +217,8 @@ class KServeV2:
         self.statistics.record(name, version, ok, rows, elapsed)
         if self.metrics is not None:
             self.triton_metrics.request_done(name, version, ok, rows, elapsed / 1e3)
-            self.metrics.request_done("infer", name.split("/")[0], status, elapsed / 1e9,
-                                      entrypoint)
+            self.metrics.request_done("infer", target.model if target is not None else name, status,
+                                      elapsed / 1e9, entrypoint)
 
     def model_statistics(self, name: str = "", version: str = "") -> List[dict]:
         """Triton's ModelStatistics (as JSON) of every v2 model that served requests."""

@@ -8,6 +8,7 @@ AvailabilityPreservingPolicy): new versions load and start serving before unaspi
 unload, and the last available version of a model is kept until a replacement is available.
 """
 import dataclasses
+import glob
 import logging
 import os
 import threading
@@ -41,10 +42,14 @@ class ModelRecord:
 
 
 def _model_file_mtime(path: str) -> float:
-    try:
-        return os.stat(os.path.join(path, "saved_model.pb")).st_mtime
-    except OSError:
-        return -1.0
+    """Newest mtime of the version's model files (saved_model.pb or a bare PopEF)."""
+    newest = -1.0
+    for name in ["saved_model.pb"] + glob.glob(os.path.join(glob.escape(path), "*.popef")):
+        try:
+            newest = max(newest, os.stat(os.path.join(path, name)).st_mtime)
+        except OSError:
+            pass
+    return newest
 
 
 class ServableManager:

@@ -358,3 +358,29 @@ def test_example_client_script_runs(server):
         assert done.returncode == 0, done.stderr
         assert "server live/ready (gRPC): True True" in done.stdout
         assert "gRPC  " in done.stdout and "HTTP  " in done.stdout
+
+
+def test_broken_models_fail_their_load_and_the_server_keeps_serving(repo, http, grpc_client):
+    models = repo["root"] / "models"
+    broken = models / "broken" / "1"
+    broken.mkdir(parents=True)
+    (broken / "model.popef").write_bytes(b"not a popef")
+    status, message = _http_error(lambda: http.load_model("broken"))
+    assert status == "400" and "model.popef" in message, message
+    assert http.is_model_ready("mlp")
+    shutil.copy(models / "mlp" / "1" / "model.popef", broken / "model.popef")
+    os.utime(broken / "model.popef", (1e9 + 1, 1e9 + 1))   # a new file: retried
+    http.load_model("broken")
+    assert grpc_client.is_model_ready("broken")
+    grpc_client.unload_model("broken")
+
+    odd = models / "odd"
+    shutil.copytree(models / "mlp", odd)
+    (odd / "config.pbtxt").write_text("sequence_batching { }\n")
+    status, message = _http_error(lambda: grpc_client.load_model("odd"))
+    assert "config.pbtxt" in message and "sequence_batching" in message, message
+    (odd / "config.pbtxt").write_text('input { name: "nope" data_type: TYPE_FP32 dims: [1] }\n')
+    os.utime(odd / "1" / "model.popef", (1e9 + 2, 1e9 + 2))
+    status, message = _http_error(lambda: http.load_model("odd"))
+    assert "'nope'" in message, message
+    assert http.is_server_live() and http.is_model_ready("mlp")
