@@ -173,7 +173,7 @@ def run(options) -> int:
         health = grpc_health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health, grpc_server)
         for service in ("", "tensorflow.serving.PredictionService",
-                        "tensorflow.serving.ModelService"):
+                        "tensorflow.serving.ModelService", "inference.GRPCInferenceService"):
             health.set(service, health_pb2.HealthCheckResponse.SERVING)
     address = f"{options.bind_address}:{options.port}"
     if options.ssl_config_file:

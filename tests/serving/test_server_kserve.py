@@ -233,6 +233,14 @@ def test_tf_serving_predict_on_a_bare_popef(server, repo):
     out = tf.make_ndarray(stub.Predict(request, timeout=60).outputs["O"])
     expected = [onnxruntime_run(repo["fused_onnx"][1], {"X": h[i:i + 1]})["O"] for i in range(2)]
     np.testing.assert_array_equal(out, np.concatenate(expected))
+    status, body = server.http("POST", "/v1/models/mlp:predict", {"instances": x.tolist()})
+    assert status == 200, body
+    np.testing.assert_allclose(np.array(body["predictions"], np.float32),
+                               mlp_reference(repo["mlp_onnx"], x), rtol=1e-5, atol=1e-5)
+    status, body = server.http("GET", "/v1/models/fused/metadata")
+    signatures = body["metadata"]["signature_def"]["signature_def"]
+    assert status == 200 and set(signatures) == {"adder", "concat"}
+    assert signatures["concat"]["inputs"]["X"]["dtype"] == "DT_HALF"
 
 
 # ---- errors ------------------------------------------------------------------------------
