@@ -21,6 +21,8 @@ import asyncio
 import json
 from urllib.parse import unquote
 
+import grpc
+
 from serving.model_server import kserve_codec
 from serving.model_server.errors import (ServingError, as_serving_error, invalid_argument,
                                          not_found)
@@ -57,7 +59,15 @@ class _V2Handler(_Handler):
         self.finish()
 
     async def _in_pool(self, function):
-        return await asyncio.get_running_loop().run_in_executor(self.pool, function)
+        """function() on the worker pool, within --rest_api_timeout_in_ms."""
+        future = asyncio.get_running_loop().run_in_executor(self.pool, function)
+        if not self.timeout_s:
+            return await future
+        try:
+            return await asyncio.wait_for(future, self.timeout_s)
+        except asyncio.TimeoutError:
+            raise ServingError(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline exceeded: the "
+                               "request took longer than --rest_api_timeout_in_ms") from None
 
 
 class ServerHandler(_V2Handler):
@@ -77,8 +87,7 @@ class ModelHandler(_V2Handler):
         except ServingError as error:
             return self.answer_error(error)
         if verb == "ready":
-            ready = await self._in_pool(lambda: self.kserve.model_ready(name, version))
-            return self.empty(200 if ready else 400)
+            return self.empty(200 if self.kserve.model_ready(name, version) else 400)
         if verb == "config":
             return await self.run(lambda: model_config(self.kserve, name, version))
         if verb == "stats":
