@@ -85,6 +85,7 @@ class PopefServable:
         self.subgraphs: Dict[str, Subgraph] = {}
         self.default = ""
         self._signature_defs = None
+        self._runtime_error = Exception
         self.unloaded = False
 
     def load(self) -> None:
@@ -93,6 +94,7 @@ class PopefServable:
         config.batching_dim = 0 if self.options.batching else runtime.BATCHING_OFF
         config.timeout_ns = self.options.timeout_ns
         popef = find_popef(self.path)
+        self._runtime_error = runtime.Error
         try:
             self.runner = runtime.ModelRunner(popef, config)
         except runtime.Error as error:
@@ -130,10 +132,6 @@ class PopefServable:
                                    f"model '{self.name}': {', '.join(self.subgraphs)})")
         return found
 
-    def check_inputs(self, signature_name: str, inputs) -> None:
-        check_inputs(self.name, self.subgraph(signature_name), inputs,
-                     self.options.max_batch_size)
-
     def run(self, signature_name: str, inputs: Dict[str, np.ndarray],
             outputs: Optional[Sequence[str]] = None) -> Dict[str, np.ndarray]:
         """Runs one subgraph; `outputs` limits what is returned (all by default)."""
@@ -149,10 +147,9 @@ class PopefServable:
             value = inputs[spec.name]
             feeds[spec.anchor] = value if rows == alone else _pad(value, subgraph.batch_axis,
                                                                    alone)
-        from tf_popef_op import runtime
         try:
             result = self.runner.execute_async(feeds).result()
-        except runtime.Error as error:
+        except self._runtime_error as error:
             raise ServingError(_grpc_code(error), str(error)) from None
         wanted = subgraph.outputs if outputs is None else [
             s for s in subgraph.outputs if s.name in outputs]
