@@ -51,9 +51,6 @@ class _V2Handler(_Handler):
         super().initialize(core, pool, timeout_s, in_flight)
         self.kserve = kserve
 
-    def write_error(self, status_code, **kwargs):
-        self.answer({"error": self._reason}, status_code)
-
     def empty(self, status: int):
         self.set_status(status)
         self.finish()
