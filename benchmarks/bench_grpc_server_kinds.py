@@ -123,7 +123,8 @@ def main():
     request = pb.ModelInferRequest(model_name="mlp")
     request.inputs.add(name="X", datatype="FP32", shape=[1, SIZES[0]])
     request.raw_input_contents.append(x.tobytes())
-    infer_bytes, live_bytes = request.SerializeToString(), pb.ServerLiveRequest().SerializeToString()
+    infer_bytes = request.SerializeToString()
+    live_bytes = pb.ServerLiveRequest().SerializeToString()
     with tempfile.TemporaryDirectory() as root:
         os.makedirs(os.path.join(root, "1"))
         Compiler.compile(build_mlp(1, list(SIZES)).SerializeToString(), ["Y"]).save(

@@ -272,7 +272,8 @@ def main():
             server.stop()
 
     print(f"\nOne-row requests; latency MLP {list(LATENCY_SIZES)} at batch 1, throughput MLP "
-          f"{list(THROUGHPUT_SIZES)} at batch {BATCHED}; {platform.processor() or platform.machine()}, "
+          f"{list(THROUGHPUT_SIZES)} at batch {BATCHED}; "
+          f"{platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}, "
           f"{time.strftime('%Y-%m-%d %H:%M')}\n")
     base = latency["ModelRunner.execute, in process"]["median_ms"]

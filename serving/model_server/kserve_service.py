@@ -73,9 +73,8 @@ def _signature_entry(servable, key: str) -> Subgraph:
         dtype = tf.as_dtype(info.dtype)
         shape = None if info.tensor_shape.unknown_rank else tuple(
             d.size for d in info.tensor_shape.dim)
-        return TensorSpec(alias, info.name,
-                          np.dtype(object) if dtype == tf.string else np.dtype(dtype.as_numpy_dtype),
-                          shape)
+        numpy_dtype = np.dtype(object) if dtype == tf.string else np.dtype(dtype.as_numpy_dtype)
+        return TensorSpec(alias, info.name, numpy_dtype, shape)
     inputs = [spec(a, i) for a, i in sorted(signature.inputs.items())]
     outputs = [spec(a, i) for a, i in sorted(signature.outputs.items())]
     batched = inputs and all(s.shape and s.shape[0] == -1 for s in inputs)
