@@ -392,3 +392,19 @@ def test_broken_models_fail_their_load_and_the_server_keeps_serving(repo, http, 
     status, message = _http_error(lambda: http.load_model("odd"))
     assert "'nope'" in message, message
     assert http.is_server_live() and http.is_model_ready("mlp")
+
+
+def test_raw_http_paths_with_a_slash_in_the_model_name(server):
+    body = {"inputs": [{"name": "X", "datatype": "FP32", "shape": [1, 2], "data": [1, 2]},
+                       {"name": "Y", "datatype": "FP32", "shape": [1, 2], "data": [[3, 4]]}],
+            "id": "plain"}
+    for path in ("/v2/models/fused/adder/infer", "/v2/models/fused%2Fadder/versions/1/infer"):
+        status, answer = server.http("POST", path, body)
+        assert status == 200, answer
+        assert answer["outputs"] == [{"name": "O", "datatype": "FP32", "shape": [2],
+                                      "data": [4.0, 6.0]}] and answer["id"] == "plain"
+        assert answer["model_name"] == "fused/adder" and answer["model_version"] == "1"
+    assert server.http("GET", "/v2/models/fused/concat/versions/1/ready")[0] == 200
+    assert server.http("GET", "/v2/models/fused/nope/ready")[0] == 400
+    status, answer = server.http("GET", "/v2")
+    assert status == 200 and answer["name"] == "tf-popef"
