@@ -229,8 +229,8 @@ def infer(kserve, name: str, version: str, body: bytes, header_length):
                 isinstance(o, dict) and isinstance(o.get("name"), str) for o in wanted):
             raise invalid_argument("'outputs' must be a list of objects with a 'name'")
         binary = {o["name"]: _binary(o.get("parameters"), binary_default) for o in wanted}
-    target, outputs = kserve.infer(name, version, inputs, list(binary) if wanted is not None
-                                   else None, entrypoint="REST")
+    target, outputs = kserve.infer(name, version, inputs, list(binary) if wanted else None,
+                                   entrypoint="REST")
     response = {"model_name": name, "model_version": str(target.servable.version)}
     if isinstance(request.get("id"), str) and request["id"]:
         response["id"] = request["id"]
