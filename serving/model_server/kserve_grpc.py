@@ -4,6 +4,10 @@ grpc_service.proto) on the gRPC port next to TF Serving's services.
 ModelInfer decodes `raw_input_contents` with np.frombuffer (no copy) or the typed `contents`
 fields, and answers every output in `raw_output_contents`, as Triton does. Streaming,
 shared-memory, trace and log-settings methods answer UNIMPLEMENTED naming the method.
+
+The generated `inference` protos register the same descriptors as tritonclient's own: a
+process that imports tritonclient.grpc (the test process) must not import this module (or
+triton_model_config's parsing); tests drive the server in a subprocess.
 """
 import grpc
 import numpy as np
