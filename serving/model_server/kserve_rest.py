@@ -270,10 +270,15 @@ def model_config(kserve, name: str, version: str) -> dict:
                                                                                  datatype),
                          "dims": dims[1:] if strip else dims})
         return rows
-    return {"name": name, "platform": getattr(target.servable, "platform",
-                                              "tensorflow_savedmodel"),
-            "max_batch_size": max_batch if strip else 0,
-            "input": tensors(target.entry.inputs), "output": tensors(target.entry.outputs)}
+    config = {"name": name, "platform": getattr(target.servable, "platform",
+                                                "tensorflow_savedmodel"),
+              "max_batch_size": max_batch if strip else 0,
+              "input": tensors(target.entry.inputs), "output": tensors(target.entry.outputs)}
+    runner = getattr(target.servable, "runner", None)
+    if runner is not None:   # the emulated IPU the PopEF runs on
+        config["instance_group"] = [{"kind": "KIND_MODEL", "count": 1,
+                                     "gpus": [runner.device_id]}]
+    return config
 
 
 def routes(kserve, core, pool, timeout_s, in_flight):

@@ -42,9 +42,12 @@ class ModelRecord:
 
 
 def _model_file_mtime(path: str) -> float:
-    """Newest mtime of the version's model files (saved_model.pb or a bare PopEF)."""
+    """Newest mtime of the version's model files (saved_model.pb, or a bare PopEF and its
+    model's config.pbtxt)."""
     newest = -1.0
-    for name in ["saved_model.pb"] + glob.glob(os.path.join(glob.escape(path), "*.popef")):
+    popefs = glob.glob(os.path.join(glob.escape(path), "*.popef"))
+    config = [os.path.join(os.path.dirname(os.path.abspath(path)), "config.pbtxt")]
+    for name in ["saved_model.pb"] + popefs + (config if popefs else []):
         try:
             newest = max(newest, os.stat(os.path.join(path, name)).st_mtime)
         except OSError:

@@ -53,6 +53,7 @@ class RunOptions:
     pack_requests: bool = False   # the runtime packs rows of concurrent requests into batches
     timeout_ns: int = 0           # how long a packed batch waits for more rows
     max_batch_size: int = 0       # rows per request; 0: no limit beyond the runtime's
+    device_id: int = -1           # emulated IPU to run on; -1: the runtime picks
 
 
 def find_popef(path: str) -> str:
@@ -93,6 +94,7 @@ class PopefServable:
         config = runtime.RuntimeConfig()
         config.batching_dim = 0 if self.options.batching else runtime.BATCHING_OFF
         config.timeout_ns = self.options.timeout_ns
+        config.device_id = self.options.device_id
         popef = find_popef(self.path)
         self._runtime_error = runtime.Error
         try:

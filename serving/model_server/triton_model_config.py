@@ -10,8 +10,10 @@ What maps:
   (RuntimeConfig.timeout_ns). Without `dynamic_batching` every request runs alone (zero-padded
   to whole compiled batches), like Triton's default scheduler; so does a model without a
   config.pbtxt.
-- `preferred_batch_size` and `instance_group` are performance hints: the runtime batches up
-  to the PopEF's compiled batch size on one emulated device, so they are accepted and logged.
+- `instance_group { gpus: [n] }` picks the emulated IPU the model runs on
+  (RuntimeConfig.device_id); one runner serves a model version, so at most one device may be
+  listed. `count` and `preferred_batch_size` are performance hints (the runtime overlaps
+  concurrent requests and batches up to the PopEF's compiled batch size): accepted, logged.
 Settings that would change results (`sequence_batching`, `ensemble_scheduling`, a `platform`
 or `backend` other than PopEF's, inputs/outputs that contradict the PopEF) fail the load with
 a message naming the file and the field.
@@ -71,9 +73,14 @@ def run_options(config, path: str = CONFIG_FILE) -> RunOptions:
         if group.count > 1:
             log.info("%s: instance_group count %d: one runner serves the model; the runtime "
                      "overlaps concurrent requests itself", path, group.count)
+    devices = sorted({d for group in config.instance_group for d in group.gpus})
+    if len(devices) > 1:
+        raise invalid_argument(f"{path}: instance_group lists devices {devices}; one runner "
+                               "serves a model version, so list at most one")
     return RunOptions(batching=config.max_batch_size != 0,
                       pack_requests=scheduling == "dynamic_batching", timeout_ns=timeout_ns,
-                      max_batch_size=config.max_batch_size)
+                      max_batch_size=config.max_batch_size,
+                      device_id=devices[0] if devices else -1)
 
 
 def check_against(config, servable, path: str = CONFIG_FILE) -> None:

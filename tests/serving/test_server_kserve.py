@@ -24,7 +24,7 @@ from serving_models import expected_affine, save_affine
 FEATURES, CLASSES = 16, 8
 MLP_CONFIG = """max_batch_size: 8
 dynamic_batching { max_queue_delay_microseconds: 200 }
-instance_group { count: 1 kind: KIND_CPU }
+instance_group { count: 1 kind: KIND_GPU gpus: [2] }
 input { name: "x" data_type: TYPE_FP32 dims: [16] }
 """
 
@@ -130,6 +130,7 @@ def test_model_metadata_bare_popef_fused_and_savedmodel(http, grpc_client):
     assert not http.is_model_ready("mlp", "7") and not grpc_client.is_model_ready("nope")
     config = http.get_model_config("mlp")
     assert config["max_batch_size"] == 8 and config["input"][0]["dims"] == [FEATURES]
+    assert config["instance_group"][0]["gpus"] == [2]    # the emulated IPU config.pbtxt names
     assert grpc_client.get_model_config("mlp", as_json=True)["config"]["max_batch_size"] == 8
 
 
@@ -387,8 +388,10 @@ def test_broken_models_fail_their_load_and_the_server_keeps_serving(repo, http, 
     (odd / "config.pbtxt").write_text("sequence_batching { }\n")
     status, message = _http_error(lambda: grpc_client.load_model("odd"))
     assert "config.pbtxt" in message and "sequence_batching" in message, message
+    (odd / "config.pbtxt").write_text("instance_group { gpus: [0, 1] }\n")   # retried
+    status, message = _http_error(lambda: http.load_model("odd"))
+    assert "devices [0, 1]" in message, message
     (odd / "config.pbtxt").write_text('input { name: "nope" data_type: TYPE_FP32 dims: [1] }\n')
-    os.utime(odd / "1" / "model.popef", (1e9 + 2, 1e9 + 2))
     status, message = _http_error(lambda: http.load_model("odd"))
     assert "'nope'" in message, message
     assert http.is_server_live() and http.is_model_ready("mlp")
