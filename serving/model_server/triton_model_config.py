@@ -20,6 +20,7 @@ a message naming the file and the field.
 """
 import logging
 import os
+
 from google.protobuf import text_format
 
 from serving.model_server.errors import invalid_argument

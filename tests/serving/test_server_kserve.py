@@ -276,6 +276,16 @@ def test_bad_inputs_name_the_problem(http, grpc_client):
         assert all(n in message for n in needles), (case, message)
 
 
+def test_unknown_output_is_named(http, grpc_client):
+    x = {"x": _rows(1)}
+    status, message = _http_error(lambda: http.infer(
+        "mlp", _http_inputs(x), outputs=[httpclient.InferRequestedOutput("probs")]))
+    assert status == "400" and "'probs'" in message and "logits" in message
+    status, message = _http_error(lambda: grpc_client.infer(
+        "mlp", _grpc_inputs(x), outputs=[grpcclient.InferRequestedOutput("probs")]))
+    assert status == "StatusCode.INVALID_ARGUMENT" and "'probs'" in message
+
+
 def test_unknown_model_and_version(http, grpc_client):
     x = {"x": _rows(1)}
     for model, version, needle in (("nope", "", "'nope'"), ("mlp", "3", "version 3"),
