@@ -92,7 +92,7 @@ def _build_load_servable(options, metrics, scheduler):
     from serving.model_server.warmup import warm_up
 
     def load_servable(name, version, path):
-        if is_bare_popef(path):   # the runtime batches across requests itself
+        if is_bare_popef(path):   # run by the runtime directly: no TensorFlow, no batcher
             return load_bare_popef(name, version, path)
         servable = Servable(name, version, path, options.saved_model_tags.split(","))
         servable.load()
