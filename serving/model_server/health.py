@@ -5,7 +5,8 @@ import threading
 
 from grpc_health.v1 import health as grpc_health, health_pb2, health_pb2_grpc
 
-SERVICES = ("", "tensorflow.serving.PredictionService", "tensorflow.serving.ModelService")
+SERVICES = ("", "tensorflow.serving.PredictionService", "tensorflow.serving.ModelService",
+            "inference.GRPCInferenceService")
 
 
 class HealthService(grpc_health.HealthServicer):

@@ -56,6 +56,11 @@ class ServableManager:
         self._retired: Dict[str, ModelRecord] = {}   # removed from config: END states stay visible
 
     # ---- configuration -------------------------------------------------------------------
+    @property
+    def config(self):
+        """The ModelServerConfig being served (None before the first reload_config)."""
+        return self._config
+
     def reload_config(self, config) -> None:
         """Replaces the model set: loads what is new, unloads what is gone, then applies
         version labels. Raises ServingError; on a label error the models stay as loaded and

@@ -87,6 +87,7 @@ def _build_load_servable(options, scheduler, stopping: threading.Event):
     error can be transient (a file system or resource hiccup); an invalid model fails at once."""
     from serving.model_server.batching import BatchingServable, load_batching_options
     from serving.model_server.errors import as_serving_error
+    from serving.model_server.popef_version import is_bare_popef, load_bare_popef
     from serving.model_server.servable import Servable
     from serving.model_server.warmup import warm_up
     import tensorflow as tf
@@ -95,6 +96,8 @@ def _build_load_servable(options, scheduler, stopping: threading.Event):
         """Loads the version (opening its PopEF files) and replays its warm-up records: it
         only becomes AVAILABLE once both succeeded. Warm-up runs on the model itself, so a
         signature the batcher cannot batch fails its own requests, not the whole version."""
+        if is_bare_popef(path):   # run by the runtime directly: no TensorFlow, no batcher
+            return load_bare_popef(name, version, path)
         servable = Servable(name, version, path, options.saved_model_tags.split(","))
         servable.load()
         if options.enable_model_warmup:
@@ -233,16 +236,18 @@ def grpc_server_options(channel_arguments: str):
     return list(merged.items())
 
 
-def _start_grpc(options, core):
+def _start_grpc(options, core, kserve):
     """(started server, TCP port, health service or None); OSError naming the address that
     cannot be bound."""
     from serving.model_server.grpc_handlers import add_services
     from serving.model_server.health import add_health_service
+    from serving.model_server.kserve_grpc import add_inference_service
     threads = options.grpc_max_threads or default_thread_count()
     server = grpc.server(concurrent.futures.ThreadPoolExecutor(
         threads, thread_name_prefix="grpc"), options=grpc_server_options(
         options.grpc_channel_arguments))
     add_services(server, core)
+    add_inference_service(server, kserve)
     health = add_health_service(server) if options.enable_grpc_healthcheck_service else None
     credentials = _server_credentials(options)
     addresses = [f"{options.bind_address}:{options.port}"]
@@ -268,6 +273,8 @@ def run(options) -> int:
     from serving.model_server.rest_handlers import make_app
     from serving.model_server.batching import BatchScheduler
     from serving.model_server.metrics import ServerMetrics, prometheus_path
+    from serving.model_server.kserve_rest import routes as kserve_routes
+    from serving.model_server.kserve_service import KServeV2
 
     metrics = ServerMetrics()
     scheduler = None
@@ -295,7 +302,8 @@ def run(options) -> int:
         return 1
 
     try:
-        grpc_server, grpc_port, health = _start_grpc(options, core)
+        kserve = KServeV2(core, metrics)          # KServe v2 / Triton protocol, both ports
+        grpc_server, grpc_port, health = _start_grpc(options, core, kserve)
     except OSError as error:
         print(f"Failed to start server. Error: {error}", file=sys.stderr, flush=True)
         return 1
@@ -311,6 +319,8 @@ def run(options) -> int:
         pool = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="rest")
         app = make_app(core, pool, options.rest_api_timeout_in_ms, metrics, metrics_path,
                        cors=options.rest_api_enable_cors_support)
+        app.add_handlers(r".*", kserve_routes(kserve, core, pool, (
+            options.rest_api_timeout_in_ms or 0) / 1000.0, options.rest_api_enable_cors_support))
         rest = RestServer(app, pool, options.bind_address, options.rest_api_port)
         rest_port = rest.start()
         print(f"Exporting HTTP/REST API at:{options.bind_address}:{rest_port} ...", flush=True)

@@ -1,5 +1,6 @@
 """Finds model versions under a base path: numbered sub-directories that hold a SavedModel
-(`saved_model.pb`), like TF Serving's FileSystemStoragePathSource. Paths go through
+(`saved_model.pb`), like TF Serving's FileSystemStoragePathSource, or a bare PopEF
+(`*.popef`, Triton's repository layout). Paths go through
 `tf.io.gfile`, so any file system TensorFlow supports works (local, `file://`, `ram://`,
 `gs://`, ...)."""
 import posixpath
@@ -31,7 +32,8 @@ def versions_on_disk(base_path: str) -> Dict[int, str]:
         if not entry.isdigit():
             continue
         directory = join(base_path, entry)
-        if any(tf.io.gfile.exists(join(directory, name)) for name in MODEL_FILES):
+        if (any(tf.io.gfile.exists(join(directory, name)) for name in MODEL_FILES)
+                or tf.io.gfile.glob(join(directory, "*.popef"))):
             found[int(entry)] = directory
     return found
 

@@ -1,0 +1,300 @@
+"""Request path of the model server: where the time of a one-row request goes, and what
+cross-request batching buys under concurrency.
+
+Latency (one row, one request at a time, contenders interleaved call by call so they share
+the machine's noise): `ModelRunner.execute` in process; KServe v2 gRPC ModelInfer on a bare
+PopEF; v2 REST with the binary tensor extension on the same model; TF Serving gRPC Predict on
+the same bare PopEF and on a SavedModel exported from it (TensorFlow + PopefExecute op).
+Clients are lean (pre-serialized requests on a plain grpc channel / keep-alive HTTP
+connection, responses decoded to numpy), so the numbers are the server's and the transport's.
+
+The latency model is a small MLP compiled at batch 1 (the request path dominates); the
+throughput model a larger one compiled at batch 16, the fixed batch of an accelerator.
+
+Throughput: closed-loop v2 gRPC clients (1, 16, 64; spread over client processes) sending
+one-row requests to the batch-16 PopEF served twice: `unbatched` (no `dynamic_batching` in
+its config.pbtxt: every request is its own execution, zero-padded to 16 rows, as Triton runs
+a model without a batcher) and `batched` (`dynamic_batching { max_queue_delay_microseconds }`:
+the runtime packs rows of concurrent requests into shared executions).
+
+    .venv/bin/python benchmarks/bench_request_path.py [--iterations 2000] [--requests 4000]
+"""
+import argparse
+import http.client
+import json
+import multiprocessing
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "tests", "serving"))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+LATENCY_SIZES = (64, 256, 256, 16)
+THROUGHPUT_SIZES = (256, 2048, 2048, 16)
+BATCHED = 16
+INFER = "/inference.GRPCInferenceService/ModelInfer"
+PREDICT = "/tensorflow.serving.PredictionService/Predict"
+
+
+def build_repository(root: str) -> dict:
+    from benchmarks.mlp_model import build_mlp
+    from compiler import Compiler
+    from serving.export import export_saved_model
+    paths = {}
+    for name, sizes, batch, config in (
+            ("unbatched", THROUGHPUT_SIZES, BATCHED, f"max_batch_size: {BATCHED}\n"),
+            ("batched", THROUGHPUT_SIZES, BATCHED, f"max_batch_size: {BATCHED}\n"
+             "dynamic_batching { max_queue_delay_microseconds: 2000 }\n"),
+            ("single", LATENCY_SIZES, 1, "")):
+        folder = os.path.join(root, "models", name)
+        os.makedirs(os.path.join(folder, "1"))
+        popef = os.path.join(folder, "1", "model.popef")
+        Compiler.compile(build_mlp(batch, list(sizes)).SerializeToString(), ["Y"]).save(popef)
+        if config:
+            with open(os.path.join(folder, "config.pbtxt"), "w") as handle:
+                handle.write(config)
+        paths[name] = popef
+    export_saved_model(paths["single"], os.path.join(root, "models", "savedmodel", "1"),
+                       timeout_ns=0)
+    config = os.path.join(root, "models.config")
+    with open(config, "w") as handle:
+        handle.write("model_config_list {\n" + "".join(
+            f'  config {{ name: "{m}" base_path: "{root}/models/{m}" '
+            'model_platform: "tensorflow" }\n'
+            for m in ("unbatched", "batched", "single", "savedmodel")) + "}\n")
+    return dict(paths, config=config)
+
+
+def infer_request(model: str, x: np.ndarray) -> bytes:
+    from serving.protos.triton import grpc_service_pb2 as pb
+    request = pb.ModelInferRequest(model_name=model)
+    request.inputs.add(name="X", datatype="FP32", shape=list(x.shape))
+    request.raw_input_contents.append(x.tobytes())
+    return request.SerializeToString()
+
+
+def predict_request(model: str, x: np.ndarray) -> bytes:
+    from tensorflow_serving.apis import predict_pb2
+    from serving.model_server.tensor_codec import to_tensor_proto
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = model
+    request.inputs["X"].CopyFrom(to_tensor_proto(x))
+    return request.SerializeToString()
+
+
+class V2Rest:
+    """One keep-alive connection; binary request and response tensors."""
+
+    def __init__(self, port: int, model: str, x: np.ndarray):
+        self.connection = http.client.HTTPConnection("127.0.0.1", port)
+        header = json.dumps({"inputs": [{"name": "X", "datatype": "FP32", "shape": list(x.shape),
+                                         "parameters": {"binary_data_size": x.nbytes}}],
+                             "outputs": [{"name": "Y", "parameters": {"binary_data": True}}]}
+                            ).encode()
+        self.body = header + x.tobytes()
+        self.headers = {"Inference-Header-Content-Length": str(len(header)),
+                        "Content-Type": "application/octet-stream"}
+        self.path = f"/v2/models/{model}/infer"
+
+    def __call__(self):
+        self.connection.request("POST", self.path, self.body, self.headers)
+        response = self.connection.getresponse()
+        raw = response.read()
+        length = int(response.getheader("Inference-Header-Content-Length"))
+        json.loads(raw[:length])
+        return np.frombuffer(raw, np.float32, offset=length)
+
+
+def _throughput_worker(port, method, request, commands, barrier, results):
+    import grpc
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    call = channel.unary_unary(method)
+    while True:
+        command = commands.get()
+        if command is None:
+            break
+        threads, per_client = command
+        latencies, lock = [], threading.Lock()
+        warmed, go = threading.Barrier(threads + 1), threading.Barrier(threads + 1)
+
+        def client():
+            for _ in range(5):
+                call(request, timeout=120)
+            mine = []
+            warmed.wait()
+            go.wait()
+            for _ in range(per_client):
+                t0 = time.perf_counter()
+                call(request, timeout=120)
+                mine.append(time.perf_counter() - t0)
+            with lock:
+                latencies.extend(mine)
+        pool = [threading.Thread(target=client) for _ in range(threads)]
+        for thread in pool:
+            thread.start()
+        warmed.wait()
+        barrier.wait()
+        start = time.monotonic()
+        go.wait()
+        for thread in pool:
+            thread.join()
+        results.put((latencies, start, time.monotonic()) if threads else None)
+    channel.close()
+
+
+class RawGrpcLoad:
+    """Closed-loop clients of one pre-serialized unary request over `processes` processes."""
+
+    def __init__(self, port, method, request, processes):
+        context = multiprocessing.get_context("spawn")
+        self.results = context.Queue()
+        self.commands = [context.Queue() for _ in range(processes)]
+        self.barrier = context.Barrier(processes + 1)
+        self.workers = [context.Process(target=_throughput_worker, daemon=True, args=(
+            port, method, request, q, self.barrier, self.results)) for q in self.commands]
+        for worker in self.workers:
+            worker.start()
+
+    def run(self, clients, requests):
+        processes = min(len(self.workers), clients)
+        per_client = max(1, requests // clients)
+        for index, queue in enumerate(self.commands):
+            queue.put((clients // processes if index < processes else 0, per_client))
+        self.barrier.wait(timeout=600)
+        parts = [p for p in (self.results.get(timeout=600) for _ in self.commands) if p]
+        latencies = [t for part in parts for t in part[0]]
+        return latencies, max(p[2] for p in parts) - min(p[1] for p in parts)
+
+    def close(self):
+        for queue in self.commands:
+            queue.put(None)
+        for worker in self.workers:
+            worker.join(30)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--iterations", type=int, default=2000,
+                        help="latency samples per contender")
+    parser.add_argument("--requests", type=int, default=4000,
+                        help="requests per throughput measurement")
+    parser.add_argument("--clients", type=int, nargs="+", default=[1, 16, 64])
+    parser.add_argument("--client_processes", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=2,
+                        help="throughput rows measured this many times, interleaved; best kept")
+    args = parser.parse_args()
+
+    import grpc
+    from benchmarks.interleaved_timing import interleaved, summary
+    from serving.model_server.tensor_codec import to_ndarray
+    from serving.protos.triton import grpc_service_pb2 as pb
+    from serving_harness import ServerProcess
+    from tensorflow_serving.apis import predict_pb2
+    from tf_popef_op import runtime
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, LATENCY_SIZES[0])).astype(np.float32)
+    x_big = rng.standard_normal((1, THROUGHPUT_SIZES[0])).astype(np.float32)
+    with tempfile.TemporaryDirectory() as root:
+        print(f"== compiling MLPs {list(LATENCY_SIZES)} (batch 1), {list(THROUGHPUT_SIZES)} "
+              f"(batch {BATCHED}), exporting", flush=True)
+        repo = build_repository(root)
+        server = ServerProcess(os.path.join(root, "server"),
+                               f"--model_config_file={repo['config']}",
+                               "--grpc_max_threads=64").start()
+        try:
+            config = runtime.RuntimeConfig()
+            config.batching_dim, config.timeout_ns = 0, 0
+            runner = runtime.ModelRunner(repo["single"], config)
+            channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
+            infer = channel.unary_unary(INFER)
+            predict = channel.unary_unary(PREDICT)
+            v2_bytes = infer_request("single", x)
+            popef_predict = predict_request("single", x)
+            sm_predict = predict_request("savedmodel", x)
+
+            def v2_grpc():
+                response = pb.ModelInferResponse.FromString(infer(v2_bytes, timeout=60))
+                return np.frombuffer(response.raw_output_contents[0], np.float32)
+
+            def tf_predict(request):
+                response = predict_pb2.PredictResponse.FromString(predict(request, timeout=60))
+                return to_ndarray(response.outputs["Y"])
+
+            contenders = {
+                "ModelRunner.execute, in process": lambda: runner.execute({"X": x})["Y"],
+                "v2 gRPC ModelInfer, bare PopEF": v2_grpc,
+                "v2 REST binary, bare PopEF": V2Rest(server.rest_port, "single", x),
+                "TF Serving gRPC Predict, bare PopEF": lambda: tf_predict(popef_predict),
+                "TF Serving gRPC Predict, SavedModel": lambda: tf_predict(sm_predict),
+            }
+            reference = runner.execute({"X": x})["Y"].reshape(-1)
+            for name, call in contenders.items():
+                np.testing.assert_allclose(np.asarray(call()).reshape(-1), reference,
+                                           rtol=1e-5, err_msg=name)
+            print(f"== latency: {args.iterations} interleaved one-row calls each", flush=True)
+            samples = interleaved(contenders, warmup=200, min_iters=args.iterations,
+                                  max_iters=args.iterations, budget_s=0, gap_s=0.001)
+            latency = {name: summary(s) for name, s in samples.items()}
+            channel.close()
+            runner.close()
+
+            print("== throughput", flush=True)
+            throughput = {}
+            loads = {m: RawGrpcLoad(server.grpc_port, INFER, infer_request(m, x_big),
+                                    args.client_processes) for m in ("unbatched", "batched")}
+            try:
+                for _ in range(args.repeats):
+                    for clients in args.clients:
+                        for model, load in loads.items():
+                            lat, wall = load.run(clients, args.requests)
+                            ordered = sorted(lat)
+                            row = (len(lat) / wall, statistics.median(ordered) * 1e3,
+                                   ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))] * 1e3)
+                            print(f"{model:10s} clients {clients:3d}: {row[0]:7.0f} req/s  "
+                                  f"p50 {row[1]:7.3f} ms  p99 {row[2]:7.3f} ms", flush=True)
+                            best = throughput.get((model, clients))
+                            if best is None or row[0] > best[0]:
+                                throughput[(model, clients)] = row
+            finally:
+                for load in loads.values():
+                    load.close()
+        finally:
+            server.stop()
+
+    print(f"\nOne-row requests; latency MLP {list(LATENCY_SIZES)} at batch 1, throughput MLP "
+          f"{list(THROUGHPUT_SIZES)} at batch {BATCHED}; "
+          f"{platform.processor() or platform.machine()}, "
+          f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}, "
+          f"{time.strftime('%Y-%m-%d %H:%M')}\n")
+    base = latency["ModelRunner.execute, in process"]["median_ms"]
+    print("| path | p50 ms | p90 ms | p99 ms | p50 over in-process ms |")
+    print("|---|---:|---:|---:|---:|")
+    for name, row in latency.items():
+        print(f"| {name} | {row['median_ms']:.3f} | {row['p90_ms']:.3f} | {row['p99_ms']:.3f} | "
+              f"{row['median_ms'] - base:+.3f} |")
+    print("\n| model | clients | throughput req/s | p50 ms | p99 ms |")
+    print("|---|---:|---:|---:|---:|")
+    for (model, clients), (rps, p50, p99) in sorted(throughput.items(),
+                                                    key=lambda kv: (kv[0][1], kv[0][0])):
+        print(f"| {model} | {clients} | {rps:.0f} | {p50:.3f} | {p99:.3f} |")
+    print()
+    for clients in args.clients:
+        batched, plain = throughput.get(("batched", clients)), throughput.get(("unbatched",
+                                                                                clients))
+        if batched and plain:
+            print(f"{clients} clients: batched {batched[0] / plain[0]:.2f}x the unbatched "
+                  "throughput")
+
+
+if __name__ == "__main__":
+    main()
