@@ -25,10 +25,10 @@ from google.protobuf import text_format
 from serving.model_server.errors import invalid_argument
 from serving.model_server.kserve_codec import datatype_of
 from serving.model_server.popef_servable import PLATFORM, RunOptions
-from serving.model_server.version_source import join
+from serving.model_server.version_source import MODEL_CONFIG_FILE, join
 
 log = logging.getLogger("popef_model_server")
-CONFIG_FILE = "config.pbtxt"
+CONFIG_FILE = MODEL_CONFIG_FILE
 _ACCEPTED_BACKENDS = ("", PLATFORM)
 
 

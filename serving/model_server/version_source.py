@@ -7,6 +7,7 @@ import posixpath
 from typing import Dict, Tuple
 
 MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
+MODEL_CONFIG_FILE = "config.pbtxt"   # Triton's per-model settings, next to the versions
 
 
 def join(base: str, *parts: str) -> str:
@@ -39,20 +40,25 @@ def versions_on_disk(base_path: str) -> Dict[int, str]:
 
 
 def content_signature(path: str) -> Tuple:
-    """What a version directory holds: (relative path, size, mtime) of every file under it.
-    A version that failed to load is retried when this changes, so a version whose files
-    were still being copied when it was first seen loads once the copy completes."""
+    """What a version holds: (relative path, size, mtime) of every file under its directory,
+    and of the model's Triton `config.pbtxt` one level up when there is one. A version that
+    failed to load is retried when this changes, so a version whose files were still being
+    copied when it was first seen loads once the copy completes."""
     import tensorflow as tf
     files = []
+
+    def add(full, relative):
+        try:
+            stat = tf.io.gfile.stat(full)
+        except tf.errors.OpError:   # removed meanwhile: the next poll sees it
+            return
+        files.append((relative, stat.length, stat.mtime_nsec))
     try:
         for directory, _, names in tf.io.gfile.walk(path):
             for name in names:
                 full = join(directory, name)
-                try:
-                    stat = tf.io.gfile.stat(full)
-                except tf.errors.OpError:   # removed while walking: the next poll sees it
-                    continue
-                files.append((full[len(path):], stat.length, stat.mtime_nsec))
+                add(full, full[len(path):])
     except tf.errors.OpError:
         return ()
+    add(join(posixpath.dirname(path.rstrip("/")), MODEL_CONFIG_FILE), "../" + MODEL_CONFIG_FILE)
     return tuple(sorted(files))
