@@ -14,6 +14,7 @@ from typing import Dict, Mapping
 import numpy as np
 
 from serving.model_server.errors import as_serving_error, invalid_argument, not_found
+from tf_popef_op.ops import missing_op_hint
 
 DEFAULT_SIGNATURE = "serving_default"
 SERVE_TAG = "serve"
@@ -55,7 +56,14 @@ class Servable:
                 f"Could not find meta graph def matching supplied tags: {{ {' '.join(self.tags)} }}"
                 f" in {self.path}. To inspect available tag-sets, use saved_model_cli.")
         self.signature_defs = dict(graphs[0].signature_def)
-        self._loaded = tf.saved_model.load(self.path, tags=self.tags)
+        try:
+            self._loaded = tf.saved_model.load(self.path, tags=self.tags)
+        except Exception as error:
+            hint = missing_op_hint(str(error))
+            if not hint:
+                raise
+            # TensorFlow's own code for an unregistered op is NOT_FOUND.
+            raise not_found(f"{error} {hint}") from error
         self._functions = dict(self._loaded.signatures)
         # Signatures such as `__saved_model_init_op` are not callable; serve only those the
         # loader turned into functions.
