@@ -24,11 +24,11 @@ RUN pip install -r requirements.txt -r requirements-build.txt \
 COPY . .
 RUN pip install --no-build-isolation --no-deps . \
     && pip uninstall -y cmake ninja pybind11 nlohmann-json wheel \
-    && python -c "import tf_popef_op, tensorflow; tf_popef_op.load_op_library()"
+    && cd / && python -c "import tf_popef_op, tensorflow; tf_popef_op.load_op_library()"
 
 # Runtime stage: the virtualenv (Python packages, the runtime and op libraries), nothing else.
 FROM ${BASE_IMAGE}
-RUN useradd --system --uid 1000 --user-group --no-create-home serving \
+RUN useradd --uid 1000 --user-group --create-home --home-dir /home/serving serving \
     && mkdir -p /models
 COPY --from=build /opt/venv /opt/venv
 COPY deploy/docker/entrypoint.sh /usr/bin/tf_serving_entrypoint.sh

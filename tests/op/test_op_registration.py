@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from popef_models import REPO_ROOT, compile_add_model, run_fresh
+from popef_models import REPO_ROOT, compile_add_model, export_fresh, run_fresh
 
 X = [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]
 Y = [[0.5, 0.25], [-1.0, 2.0], [8.0, -3.0]]
@@ -33,14 +33,7 @@ print(json.dumps({"equal": bool(tf.reduce_all(got == tf.add(x, y))), "shape": go
 def saved_model(tmp_path_factory):
     folder = tmp_path_factory.mktemp("registration")
     popef = compile_add_model(str(folder / "popef"), batch=4)
-    export_dir = str(folder / "model" / "1")
-    run_fresh("""
-import json, sys
-from serving.export import export_saved_model
-export_saved_model(sys.argv[1], sys.argv[2])
-print(json.dumps({}))
-""", popef, export_dir)
-    return export_dir
+    return export_fresh(popef, str(folder / "model" / "1"))
 
 
 @pytest.mark.parametrize("imports", ["import tensorflow as tf, tf_popef_op",
