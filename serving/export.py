@@ -19,8 +19,8 @@ forms is full with rows of that one request (it never waits for, nor packs in, a
 request's rows), and the padding rows are cut from the outputs. Use it when a server-side
 batcher (`--enable_batching`) should be the only thing that merges requests.
 
-Loading needs the op library first: ``tf_popef_op.load_op_library()`` in Python, or the op
-linked into tensorflow_model_server (docs/tensorflow_serving.md).
+Loading needs the op: ``import tf_popef_op`` in Python (it registers the op with TensorFlow), or
+the op linked into tensorflow_model_server (docs/tensorflow_serving.md).
 """
 import argparse
 import dataclasses
