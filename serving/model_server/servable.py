@@ -29,6 +29,19 @@ def _dtype_name(dtype) -> str:
     return types_pb2.DataType.Name(dtype.as_datatype_enum)
 
 
+def _load_saved_model(tf, path: str, tags):
+    """tf.saved_model.load; an op missing from this process (the PopefExecute op library not
+    built or not loadable) fails with NOT_FOUND, TensorFlow's code for it, plus how to
+    register the op."""
+    try:
+        return tf.saved_model.load(path, tags=tags)
+    except Exception as error:
+        hint = missing_op_hint(str(error))
+        if not hint:
+            raise
+        raise not_found(f"{error} {hint}") from error
+
+
 class Servable:
     """A SavedModel version. Construction is cheap; `load()` does the work (call once);
     afterwards every method is thread-safe and the object is immutable."""
@@ -56,14 +69,7 @@ class Servable:
                 f"Could not find meta graph def matching supplied tags: {{ {' '.join(self.tags)} }}"
                 f" in {self.path}. To inspect available tag-sets, use saved_model_cli.")
         self.signature_defs = dict(graphs[0].signature_def)
-        try:
-            self._loaded = tf.saved_model.load(self.path, tags=self.tags)
-        except Exception as error:
-            hint = missing_op_hint(str(error))
-            if not hint:
-                raise
-            # TensorFlow's own code for an unregistered op is NOT_FOUND.
-            raise not_found(f"{error} {hint}") from error
+        self._loaded = _load_saved_model(tf, self.path, self.tags)
         self._functions = dict(self._loaded.signatures)
         # Signatures such as `__saved_model_init_op` are not callable; serve only those the
         # loader turned into functions.
