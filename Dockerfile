@@ -4,7 +4,7 @@
 #       -e MODEL_NAME=mymodel tf-popef-serving [extra server flags]
 # MODEL_NAME (default model) and MODEL_BASE_PATH (default /models) choose the model; gRPC on
 # 8500, REST on 8501; arguments are passed to the server (deploy/docker/entrypoint.sh).
-# BASE_IMAGE: any Debian-based image with Python 3.11 and its venv module.
+# BASE_IMAGE: any Debian-based image with Python 3.11 and its venv module as `python3`.
 ARG BASE_IMAGE=python:3.11-slim
 
 # Build stage: the compiler and build tools stay here.
@@ -21,6 +21,11 @@ WORKDIR /src
 COPY requirements.txt requirements-build.txt requirements-serving-nodeps.txt ./
 RUN pip install -r requirements.txt -r requirements-build.txt \
     && pip install --no-deps -r requirements-serving-nodeps.txt
+# The runtime's Python extension needs Python's headers: python:3.11-slim has them; a base with
+# Debian's python3.11 gets python3-dev.
+RUN python3 -c "import os, sysconfig; os.stat(os.path.join(sysconfig.get_paths()['include'], 'Python.h'))" \
+    || (apt-get update && apt-get install -y --no-install-recommends python3-dev \
+        && rm -rf /var/lib/apt/lists/*)
 COPY . .
 RUN pip install --no-build-isolation --no-deps . \
     && pip uninstall -y cmake ninja pybind11 nlohmann-json wheel \
