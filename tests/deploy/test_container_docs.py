@@ -93,7 +93,7 @@ def test_documented_build_and_run_commands_match_the_image():
     (tag,) = {_build_tag(c) for c in dockerfile_builds}
     runs = _shell_commands(_read("Dockerfile"), "podman run")
     for doc in DOCS:
-        builds = [c for c in _shell_commands(_read(doc), "podman build")]
+        builds = _shell_commands(_read(doc), "podman build")
         assert builds, f"{doc} has no podman build command"
         assert {_build_tag(c) for c in builds} == {tag}, doc
         doc_runs = _shell_commands(_read(doc), "podman run")
