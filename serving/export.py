@@ -24,8 +24,8 @@ PredictRequest per signature with zero inputs of its declared dtypes and shapes,
 batched signatures), which the model server replays before a version serves;
 `warmup_requests=False` (`--no_warmup_requests`) leaves it out.
 
-Loading needs the op library first: ``tf_popef_op.load_op_library()`` in Python, or the op
-linked into tensorflow_model_server (docs/tensorflow_serving.md).
+Loading needs the op: ``import tf_popef_op`` in Python (it registers the op with TensorFlow), or
+the op linked into tensorflow_model_server (docs/tensorflow_serving.md).
 """
 import argparse
 import dataclasses

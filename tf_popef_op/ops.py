@@ -9,7 +9,8 @@ The op (tf_popef_op/op/cc) is a C++ AsyncOpKernel that calls the IPU emulator ru
 directly; it links the same runtime library as ``tf_popef_op.runtime``, so a process has one
 DeviceManager. The library is built by setup.py into ``tf_popef_op/lib/_popef_ops.so``;
 ``TF_POPEF_OP_LIBRARY`` points the wrapper at another build of it (e.g. the Bazel one).
-This module imports TensorFlow; ``import tf_popef_op`` reaches it lazily.
+This module imports TensorFlow only inside its functions: tf_popef_op/op_registration.py calls
+``load_op_library`` once TensorFlow is imported.
 """
 import os
 import threading
@@ -17,6 +18,13 @@ from typing import Optional, Sequence
 
 LIBRARY_ENV = "TF_POPEF_OP_LIBRARY"
 LIBRARY_NAME = "_popef_ops.so"
+
+OP_NAME = "PopefExecute"
+REGISTRATION_HINT = (
+    f"Register the {OP_NAME} op before loading a SavedModel exported from a PopEF: "
+    f"`import tf_popef_op` (Python, TF2 or TF1 loader), `python -m tf_popef_op.saved_model_cli` "
+    f"instead of saved_model_cli, or `--custom_op_paths=<op library>` for a model server "
+    f"(library: `python -c 'import tf_popef_op; print(tf_popef_op.op_library_path())'`)")
 
 _lock = threading.Lock()
 _module = None
@@ -36,16 +44,25 @@ def op_library_path() -> str:
 def load_op_library():
     """Loads the op library once per process (``tf.load_op_library``) and returns its module."""
     global _module
+    # Imported before taking the lock: a first `import tensorflow` runs op_registration's hook,
+    # which calls this function again.
+    import tensorflow as tf
     with _lock:
         if _module is None:
             path = op_library_path()
             if not os.path.exists(path):
                 raise FileNotFoundError(
-                    f"{path}: the PopefExecute op library is missing; build it with "
+                    f"{path}: the {OP_NAME} op library is missing; build it with "
                     f"`python setup.py build_ext --inplace` (make build)")
-            import tensorflow as tf
             _module = tf.load_op_library(path)
         return _module
+
+
+def missing_op_hint(message: str) -> str:
+    """How to register the op, for an error `message` that says it is not registered; else ''."""
+    if "not registered" in message and f"'{OP_NAME}'" in message:
+        return REGISTRATION_HINT
+    return ""
 
 
 def popef_execute(popef_path, inputs: Sequence, input_names: Sequence[str], output_names: Sequence[str],

@@ -16,6 +16,7 @@ from serving.model_server.errors import invalid_argument, model_run_error, not_f
 from serving.model_server.popef_assets import open_popef_assets, uses_popef
 from serving.model_server.staging import LocalVersion
 from serving.model_server.version_source import join
+from tf_popef_op.ops import missing_op_hint
 
 DEFAULT_SIGNATURE = "serving_default"
 SERVE_TAG = "serve"
@@ -28,6 +29,19 @@ def _format_shape(shape) -> str:
 def _dtype_name(dtype) -> str:
     from tensorflow.core.framework import types_pb2
     return types_pb2.DataType.Name(dtype.as_datatype_enum)
+
+
+def _load_saved_model(tf, path: str, tags):
+    """tf.saved_model.load; an op missing from this process (the PopefExecute op library not
+    built or not loadable) fails with NOT_FOUND, TensorFlow's code for it, plus how to
+    register the op."""
+    try:
+        return tf.saved_model.load(path, tags=tags)
+    except Exception as error:
+        hint = missing_op_hint(str(error))
+        if not hint:
+            raise
+        raise not_found(f"{error} {hint}") from error
 
 
 class Servable:
@@ -67,7 +81,7 @@ class Servable:
                 self._local = LocalVersion(self.path)
                 load_path = self._local.path
                 open_popef_assets(graphs[0], load_path)
-            self._loaded = tf.saved_model.load(load_path, tags=self.tags)
+            self._loaded = _load_saved_model(tf, load_path, self.tags)
         except BaseException:
             self._remove_local_copy()
             raise

@@ -64,6 +64,18 @@ def run_fresh(script: str, *args: str, env: Optional[dict] = None, timeout: int 
     return json.loads(lines[-1])
 
 
+def export_fresh(popef_path: str, export_dir: str) -> str:
+    """serving.export's SavedModel of `popef_path` in export_dir, written by a fresh process (so
+    the caller's process need not import TensorFlow)."""
+    run_fresh("""
+import json, sys
+from serving.export import export_saved_model
+export_saved_model(sys.argv[1], sys.argv[2])
+print(json.dumps({}))
+""", popef_path, export_dir)
+    return export_dir
+
+
 def expected_fused(index: int, x: np.ndarray, y: Optional[np.ndarray] = None) -> np.ndarray:
     """The seeds' models in numpy: model0 = reshape(X + Y, (2,)), model1 = concat(X, [[1.5, 2]])."""
     if index == 0:
