@@ -113,19 +113,20 @@ def test_service_and_autoscaler_point_at_the_deployment():
 
 def test_kserve_objects_have_the_fields_kserve_requires_and_agree():
     runtime = _one(KSERVE_OBJECTS, "ServingRuntime")
-    service = _one(KSERVE_OBJECTS, "InferenceService")
+    services = [doc for _, doc in KSERVE_OBJECTS if doc["kind"] == "InferenceService"]
     assert runtime["apiVersion"] == "serving.kserve.io/v1alpha1" and runtime["metadata"]["name"]
-    assert service["apiVersion"] == "serving.kserve.io/v1beta1" and service["metadata"]["name"]
     assert runtime["spec"]["containers"] and all(f["name"] for f in runtime["spec"]["supportedModelFormats"])
-    assert set(runtime["spec"]["protocolVersions"]) <= {"v1", "v2", "grpc-v1", "grpc-v2"}
-    assert "v2" not in runtime["spec"]["protocolVersions"]   # not served by this image yet
+    assert set(runtime["spec"]["protocolVersions"]) == {"v1", "v2", "grpc-v1", "grpc-v2"}
+    assert {s["spec"]["predictor"]["model"]["protocolVersion"] for s in services} == {"v1", "v2"}
 
-    model = service["spec"]["predictor"]["model"]
-    assert model["runtime"] == runtime["metadata"]["name"]
     formats = {(f["name"], f.get("version")) for f in runtime["spec"]["supportedModelFormats"]}
-    assert (model["modelFormat"]["name"], model["modelFormat"].get("version")) in formats
-    assert model["protocolVersion"] in runtime["spec"]["protocolVersions"]
-    assert re.match(r"^[a-z]+://", model["storageUri"])
+    for service in services:
+        assert service["apiVersion"] == "serving.kserve.io/v1beta1" and service["metadata"]["name"]
+        model = service["spec"]["predictor"]["model"]
+        assert model["runtime"] == runtime["metadata"]["name"]
+        assert (model["modelFormat"]["name"], model["modelFormat"].get("version")) in formats
+        assert model["protocolVersion"] in runtime["spec"]["protocolVersions"]
+        assert re.match(r"^[a-z]+://", model["storageUri"])
 
     # The runtime's containers are core/v1 Containers: validate them in a Pod.
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "kserve-runtime"},
@@ -134,9 +135,10 @@ def test_kserve_objects_have_the_fields_kserve_requires_and_agree():
         kubernetes_validate.validate(pod, version, strict=True)
     (container,) = runtime["spec"]["containers"]
     assert container["name"] == "kserve-container"    # the name KServe looks for
-    flags = [a.replace("{{.Name}}", service["metadata"]["name"]) for a in container["args"]]
+    name = services[0]["metadata"]["name"]
+    flags = [a.replace("{{.Name}}", name) for a in container["args"]]
     options = parse_flags(flags)
     assert options.model_base_path == "/mnt/models"   # where KServe mounts storageUri
-    assert options.model_name == service["metadata"]["name"]
+    assert options.model_name == name
     assert {p["containerPort"] for p in container["ports"]} == {options.port, options.rest_api_port}
     assert container["command"] == ["/usr/local/bin/tensorflow_model_server"]
