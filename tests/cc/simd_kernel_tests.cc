@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "tf_popef_op/runtime/cc/core/error.h"
+#include "tf_popef_op/runtime/cc/base/error.h"
 #include "tf_popef_op/runtime/cc/kernels/vector_math.h"
 #include "tests/cc/kernel_tester.h"
 #include "tests/cc/reference_ops.h"

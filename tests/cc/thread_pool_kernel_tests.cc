@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "tf_popef_op/runtime/cc/core/error.h"
+#include "tf_popef_op/runtime/cc/base/error.h"
 #include "tf_popef_op/runtime/cc/kernels/thread_pool.h"
 #include "tests/cc/kernel_tester.h"
 

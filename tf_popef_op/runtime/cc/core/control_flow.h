@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "tf_popef_op/runtime/cc/core/executable.h"
-#include "tf_popef_op/runtime/cc/core/json_fields.h"
+#include "tf_popef_op/runtime/cc/base/json_fields.h"
 
 namespace tfpopef {
 

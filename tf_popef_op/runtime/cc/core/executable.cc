@@ -6,9 +6,9 @@
 #include <cstdio>
 #include <set>
 
-#include "tf_popef_op/runtime/cc/core/aligned_buffer.h"
+#include "tf_popef_op/runtime/cc/base/aligned_buffer.h"
 #include "tf_popef_op/runtime/cc/core/control_flow.h"
-#include "tf_popef_op/runtime/cc/core/json_fields.h"
+#include "tf_popef_op/runtime/cc/base/json_fields.h"
 
 namespace tfpopef {
 namespace {

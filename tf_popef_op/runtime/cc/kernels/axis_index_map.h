@@ -10,7 +10,7 @@
 #include <memory>
 #include <vector>
 
-#include "tf_popef_op/runtime/cc/core/half.h"
+#include "tf_popef_op/runtime/cc/base/half.h"
 #include "tf_popef_op/runtime/cc/kernels/kernel_checks.h"
 #include "tf_popef_op/runtime/cc/kernels/thread_pool.h"
 

@@ -18,7 +18,7 @@
 #include <memory>
 #include <type_traits>
 
-#include "tf_popef_op/runtime/cc/core/half.h"
+#include "tf_popef_op/runtime/cc/base/half.h"
 #include "tf_popef_op/runtime/cc/kernels/fp16_convert.h"
 #include "tf_popef_op/runtime/cc/kernels/kernel_checks.h"
 #include "tf_popef_op/runtime/cc/kernels/thread_pool.h"

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "tf_popef_op/runtime/cc/core/half.h"
+#include "tf_popef_op/runtime/cc/base/half.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>

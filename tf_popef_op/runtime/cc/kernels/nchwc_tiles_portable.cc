@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "tf_popef_op/runtime/cc/core/half.h"
+#include "tf_popef_op/runtime/cc/base/half.h"
 #include "tf_popef_op/runtime/cc/kernels/nchwc_tiles.h"
 #include "tf_popef_op/runtime/cc/kernels/vector_math.h"
 

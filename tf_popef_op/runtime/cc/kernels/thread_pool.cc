@@ -22,7 +22,7 @@
 #define TFPOPEF_CPU_RELAX() std::this_thread::yield()
 #endif
 
-#include "tf_popef_op/runtime/cc/core/error.h"
+#include "tf_popef_op/runtime/cc/base/error.h"
 
 namespace tfpopef {
 namespace kernels {

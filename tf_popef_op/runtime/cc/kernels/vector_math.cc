@@ -7,7 +7,7 @@
 #include <limits>
 #include <string>
 
-#include "tf_popef_op/runtime/cc/core/error.h"
+#include "tf_popef_op/runtime/cc/base/error.h"
 #include "tf_popef_op/runtime/cc/kernels/vector_math_paths.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))

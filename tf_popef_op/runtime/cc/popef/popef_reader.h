@@ -18,8 +18,8 @@
 #include <string_view>
 #include <vector>
 
-#include "tf_popef_op/runtime/cc/core/aligned_buffer.h"
-#include "tf_popef_op/runtime/cc/core/error.h"
+#include "tf_popef_op/runtime/cc/base/aligned_buffer.h"
+#include "tf_popef_op/runtime/cc/base/error.h"
 
 namespace tfpopef {
 

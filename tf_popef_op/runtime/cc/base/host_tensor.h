@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "tf_popef_op/runtime/cc/core/dtype.h"
+#include "tf_popef_op/runtime/cc/base/dtype.h"
 
 namespace tfpopef {
 

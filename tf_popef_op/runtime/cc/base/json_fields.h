@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tf_popef_op/runtime/cc/core/error.h"
+#include "tf_popef_op/runtime/cc/base/error.h"
 
 namespace tfpopef {
 

@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "tf_popef_op/runtime/cc/core/error.h"
+#include "tf_popef_op/runtime/cc/base/error.h"
 
 namespace tfpopef {
 
