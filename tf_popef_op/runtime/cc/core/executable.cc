@@ -7,8 +7,8 @@
 #include <set>
 
 #include "tf_popef_op/runtime/cc/base/aligned_buffer.h"
-#include "tf_popef_op/runtime/cc/core/control_flow.h"
 #include "tf_popef_op/runtime/cc/base/json_fields.h"
+#include "tf_popef_op/runtime/cc/core/control_flow.h"
 
 namespace tfpopef {
 namespace {

@@ -33,9 +33,9 @@
 #include <thread>
 #include <vector>
 
+#include "tf_popef_op/runtime/cc/base/host_tensor.h"
 #include "tf_popef_op/runtime/cc/core/device.h"
 #include "tf_popef_op/runtime/cc/core/executable.h"
-#include "tf_popef_op/runtime/cc/base/host_tensor.h"
 #include "tf_popef_op/runtime/cc/core/queue_manager.h"
 #include "tf_popef_op/runtime/cc/core/request.h"
 #include "tf_popef_op/runtime/cc/core/runtime_config.h"
