@@ -10,6 +10,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "tf_popef_op/runtime/cc/kernels/support/activations.h"
+
 namespace tfpopef {
 namespace kernels {
 namespace elementwise {

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "tf_popef_op/runtime/cc/kernels/elementwise/elementwise_program.h"
+#include "tf_popef_op/runtime/cc/kernels/support/activations.h"
 #include "tf_popef_op/runtime/cc/kernels/support/target_pragma.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))

@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "tf_popef_op/runtime/cc/kernels/kernel_checks.h"
+#include "tf_popef_op/runtime/cc/kernels/support/activations.h"
 #include "tf_popef_op/runtime/cc/kernels/support/fp16_adapter.h"
 #include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
 #include "tf_popef_op/runtime/cc/kernels/support/vector_math.h"
@@ -42,14 +43,12 @@ struct LogOp {
 };
 struct SqrtOp { float operator()(float x, const Params&) const { return std::sqrt(x); } };
 struct ReciprocalOp { float operator()(float x, const Params&) const { return 1.0f / x; } };
-struct SoftsignOp { float operator()(float x, const Params&) const { return x / (1.0f + std::fabs(x)); } };
-struct SoftplusOp {  // log(1 + e^x) without overflow for large x
+struct SoftsignOp { float operator()(float x, const Params&) const { return activation::Softsign(x); } };
+struct SoftplusOp {
   static constexpr int64_t kGrain = kMathGrain;
-  float operator()(float x, const Params&) const {
-    return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
-  }
+  float operator()(float x, const Params&) const { return activation::Softplus(x); }
 };
-struct LeakyReluOp { float operator()(float x, const Params& p) const { return x < 0 ? p.a * x : x; } };
+struct LeakyReluOp { float operator()(float x, const Params& p) const { return activation::LeakyRelu(x, p.a); } };
 struct EluOp {
   static constexpr int64_t kGrain = kMathGrain;
   static void Apply(const float* x, float* y, int64_t n, const Params& p) { vmath::Elu(x, y, n, p.a, 1.0f); }
@@ -59,11 +58,9 @@ struct SeluOp {  // gamma · (x <= 0 ? alpha·(e^x − 1) : x); at x = 0 both si
   static void Apply(const float* x, float* y, int64_t n, const Params& p) { vmath::Elu(x, y, n, p.a, p.b); }
 };
 struct HardSigmoidOp {
-  float operator()(float x, const Params& p) const { return std::max(0.0f, std::min(1.0f, p.a * x + p.b)); }
+  float operator()(float x, const Params& p) const { return activation::HardSigmoid(x, p.a, p.b); }
 };
-struct HardSwishOp {
-  float operator()(float x, const Params&) const { return x * std::max(0.0f, std::min(1.0f, x / 6.0f + 0.5f)); }
-};
+struct HardSwishOp { float operator()(float x, const Params&) const { return activation::HardSwish(x); } };
 struct GeluOp {  // exact: x·Φ(x); tanh approximation when p.flag
   static constexpr int64_t kGrain = kMathGrain;
   static void Apply(const float* x, float* y, int64_t n, const Params& p) {

@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "tf_popef_op/runtime/cc/kernels/kernel_checks.h"
+#include "tf_popef_op/runtime/cc/kernels/support/activations.h"
 #include "tf_popef_op/runtime/cc/kernels/support/fp16_adapter.h"
 #include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
 #include "tf_popef_op/runtime/cc/kernels/support/vector_math.h"
@@ -14,9 +15,8 @@ namespace kernels {
 namespace {
 
 struct ReluOp {
-  // `x < 0 ? 0 : x` rather than max(): NaN stays NaN, as in numpy.maximum(x, 0).
   template <typename T>
-  T operator()(T x) const { return x < T(0) ? T(0) : x; }
+  T operator()(T x) const { return activation::Relu(x); }
 };
 
 // The transcendental ops run whole arrays through vector_math.h (AVX2 when available).

@@ -20,7 +20,7 @@ namespace {
 
 struct GruParams : RecurrentParams {
   bool linear_before_reset = false;
-  std::vector<GateActivation> act;  // f, g per direction
+  std::vector<ActivationFunction> act;  // f, g per direction
 };
 
 class GruKernel final : public Kernel {
@@ -49,8 +49,8 @@ class GruKernel final : public Kernel {
       const float* r = In(ctx, 2) + d * G * H;
       const float* r_h = r + 2 * H * H;  // rows of the candidate gate
       const float* bias = p_.in_b >= 0 ? In(ctx, p_.in_b) + d * 2 * G : nullptr;
-      const GateActivation& f = p_.act[2 * d];
-      const GateActivation& g = p_.act[2 * d + 1];
+      const ActivationFunction& f = p_.act[2 * d];
+      const ActivationFunction& g = p_.act[2 * d + 1];
       if (T * B > 0 && p_.input_size > 0)
         Sgemm(false, true, T * B, G, p_.input_size, 1.0f, x, p_.input_size, w, p_.input_size, 0.0f, xw, G);
       else

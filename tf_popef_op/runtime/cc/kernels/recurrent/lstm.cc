@@ -22,7 +22,7 @@ struct LstmParams : RecurrentParams {
   bool input_forget = false;
   int in_c0 = -1, in_p = -1;        // input index or -1
   int out_yc = -1;                  // output index or -1
-  std::vector<GateActivation> act;  // f, g, h per direction
+  std::vector<ActivationFunction> act;  // f, g, h per direction
 };
 
 class LstmKernel final : public Kernel {
@@ -49,9 +49,9 @@ class LstmKernel final : public Kernel {
       const float* r = In(ctx, 2) + d * G * H;
       const float* bias = p_.in_b >= 0 ? In(ctx, p_.in_b) + d * 2 * G : nullptr;
       const float* peep = p_.in_p >= 0 ? In(ctx, p_.in_p) + d * 3 * H : nullptr;
-      const GateActivation& f = p_.act[3 * d];
-      const GateActivation& g = p_.act[3 * d + 1];
-      const GateActivation& hact = p_.act[3 * d + 2];
+      const ActivationFunction& f = p_.act[3 * d];
+      const ActivationFunction& g = p_.act[3 * d + 1];
+      const ActivationFunction& hact = p_.act[3 * d + 2];
       if (T * B > 0 && p_.input_size > 0)
         Sgemm(false, true, T * B, G, p_.input_size, 1.0f, x, p_.input_size, w, p_.input_size, 0.0f, xw, G);
       else

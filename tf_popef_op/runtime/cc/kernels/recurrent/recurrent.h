@@ -1,6 +1,6 @@
 // Shared pieces of the ONNX recurrent kernels (LSTM, GRU): the gate activation functions
-// (names and alpha/beta defaults as in the ONNX spec) and the tensor layout of X, Y and the
-// per-direction states, for layout 0 ([seq, batch, ...]) and 1 ([batch, seq, ...]).
+// (support/activations.h; alpha/beta defaults as in the ONNX spec) and the tensor layout of X,
+// Y and the per-direction states, for layout 0 ([seq, batch, ...]) and 1 ([batch, seq, ...]).
 //
 // Attributes the compiler always writes (compiler/lowering/rules/recurrent.py): direction
 // ("forward", "reverse", "bidirectional"), hidden_size, layout, clip (<= 0: none),
@@ -16,60 +16,14 @@
 #include <vector>
 
 #include "tf_popef_op/runtime/cc/kernels/kernel_checks.h"
+#include "tf_popef_op/runtime/cc/kernels/support/activations.h"
 #include "tf_popef_op/runtime/cc/kernels/support/blas_gemm.h"
 
 namespace tfpopef {
 namespace kernels {
 
-struct GateActivation {
-  enum Kind { kSigmoid, kTanh, kRelu, kHardSigmoid, kLeakyRelu, kThresholdedRelu, kScaledTanh, kAffine, kElu,
-              kSoftsign, kSoftplus } kind = kSigmoid;
-  float alpha = 0.0f, beta = 0.0f;
-
-  float operator()(float x) const {
-    switch (kind) {
-      case kSigmoid: return 1.0f / (1.0f + std::exp(-x));
-      case kTanh: return std::tanh(x);
-      case kRelu: return x > 0.0f ? x : 0.0f;
-      case kHardSigmoid: return std::min(1.0f, std::max(0.0f, alpha * x + beta));
-      case kLeakyRelu: return x >= 0.0f ? x : alpha * x;
-      case kThresholdedRelu: return x > alpha ? x : 0.0f;
-      case kScaledTanh: return alpha * std::tanh(beta * x);
-      case kAffine: return alpha * x + beta;
-      case kElu: return x >= 0.0f ? x : alpha * (std::exp(x) - 1.0f);
-      case kSoftsign: return x / (1.0f + std::fabs(x));
-      case kSoftplus: return std::log1p(std::exp(-std::fabs(x))) + std::max(x, 0.0f);
-    }
-    return x;
-  }
-};
-
-inline GateActivation MakeGateActivation(const KernelSpec& spec, const std::string& name, float alpha, float beta) {
-  struct Known { const char* name; GateActivation::Kind kind; float alpha, beta; };
-  static const Known kKnown[] = {
-      {"Sigmoid", GateActivation::kSigmoid, 0, 0},          {"Tanh", GateActivation::kTanh, 0, 0},
-      {"Relu", GateActivation::kRelu, 0, 0},                {"HardSigmoid", GateActivation::kHardSigmoid, 0.2f, 0.5f},
-      {"LeakyRelu", GateActivation::kLeakyRelu, 0.01f, 0},  {"ThresholdedRelu", GateActivation::kThresholdedRelu, 1, 0},
-      {"ScaledTanh", GateActivation::kScaledTanh, 1, 1},    {"Affine", GateActivation::kAffine, 1, 0},
-      {"Elu", GateActivation::kElu, 1, 0},                  {"Softsign", GateActivation::kSoftsign, 0, 0},
-      {"Softplus", GateActivation::kSoftplus, 0, 0}};
-  std::string names;
-  for (const Known& k : kKnown) {
-    if (name == k.name) {
-      GateActivation a;
-      a.kind = k.kind;
-      a.alpha = std::isnan(alpha) ? k.alpha : alpha;
-      a.beta = std::isnan(beta) ? k.beta : beta;
-      return a;
-    }
-    names += (names.empty() ? "" : ", ") + std::string(k.name);
-  }
-  throw Error(ErrorCode::kUnimplemented,
-              spec.Where() + ": activation '" + name + "' is not supported (supported: " + names + ")");
-}
-
 // `per_direction` functions for each of `num_directions` directions, from the attributes.
-inline std::vector<GateActivation> GateActivations(const KernelSpec& spec, size_t per_direction,
+inline std::vector<ActivationFunction> GateActivations(const KernelSpec& spec, size_t per_direction,
                                                    size_t num_directions) {
   const auto& j = spec.attrs;
   std::vector<std::string> names;  // "Sigmoid,Tanh,Tanh": comma-separated, one per function and direction
@@ -85,8 +39,8 @@ inline std::vector<GateActivation> GateActivations(const KernelSpec& spec, size_
     throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": expected " + std::to_string(n) +
                                                  " activations (and as many alphas and betas), got " +
                                                  std::to_string(names.size()));
-  std::vector<GateActivation> out;
-  for (size_t i = 0; i < n; ++i) out.push_back(MakeGateActivation(spec, names[i], alpha[i], beta[i]));
+  std::vector<ActivationFunction> out;
+  for (size_t i = 0; i < n; ++i) out.push_back(ActivationWithDefaults(spec, names[i], alpha[i], beta[i]));
   return out;
 }
 

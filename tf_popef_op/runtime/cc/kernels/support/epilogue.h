@@ -6,34 +6,23 @@
 // float32 and rounds once.
 //
 // Step attributes (written by the compiler's lowering rules, always explicit):
-//   activation         "" (none), Relu, Clip, LeakyRelu, Sigmoid, Swish, HardSigmoid, HardSwish,
-//                      GeluErf, GeluTanh, Tanh
-//   activation_params  floats: Clip [min, max]; LeakyRelu [alpha]; Swish [alpha] (x·σ(αx));
-//                      HardSigmoid [alpha, beta]; the others []
+//   activation         "" (none) or a name of activations.h (the compiler writes Relu, Clip,
+//                      LeakyRelu, Sigmoid, Swish, HardSigmoid, HardSwish, GeluErf, GeluTanh, Tanh)
+//   activation_params  floats, exactly as many as the activation takes (activations.h)
 #pragma once
 
-#include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "tf_popef_op/runtime/cc/kernels/kernel.h"
 #include "tf_popef_op/runtime/cc/kernels/kernel_checks.h"
-#include "tf_popef_op/runtime/cc/kernels/support/vector_math.h"
+#include "tf_popef_op/runtime/cc/kernels/support/activations.h"
 
 namespace tfpopef {
 namespace kernels {
 
-enum class Activation { kNone, kRelu, kClip, kLeakyRelu, kSigmoid, kSwish, kHardSigmoid, kHardSwish, kGeluErf,
-                        kGeluTanh, kTanh };
-
-struct Epilogue {
-  Activation activation = Activation::kNone;
-  float p0 = 0.0f, p1 = 0.0f;  // activation_params (see the header comment)
-
-  bool is_identity() const { return activation == Activation::kNone; }
-
+struct Epilogue : ActivationFunction {
   // y[i] = activation(y[i] + bias + bias_row[i] + sum[i]) for i in [0, count); bias_row and
   // sum may be null (then they count as 0). One pass over y: bias/sum/activation in one loop.
   void Apply(float* y, int64_t count, float bias, const float* bias_row, const float* sum) const {
@@ -49,67 +38,6 @@ struct Epilogue {
       }
     }
     Activate(y, count);
-  }
-
-  // y[i] = activation(y[i]); the switch is outside the loops so each loop is a plain
-  // (auto-vectorizable for the piecewise-linear ones) pass; the transcendental ones use the
-  // run-time dispatched vector math (vector_math.h, AVX2+FMA when the CPU has it).
-  void Activate(float* y, int64_t count) const {
-    switch (activation) {
-      case Activation::kNone:
-        return;
-      case Activation::kRelu:
-        for (int64_t i = 0; i < count; ++i) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
-        return;
-      case Activation::kClip: {
-        const float lo = p0, hi = p1;
-        for (int64_t i = 0; i < count; ++i) y[i] = std::min(std::max(y[i], lo), hi);
-        return;
-      }
-      case Activation::kLeakyRelu: {
-        const float alpha = p0;
-        for (int64_t i = 0; i < count; ++i) y[i] = y[i] >= 0.0f ? y[i] : alpha * y[i];
-        return;
-      }
-      case Activation::kSigmoid:
-        vmath::Sigmoid(y, y, count);
-        return;
-      case Activation::kSwish: {
-        const float alpha = p0;
-        if (alpha == 1.0f) {
-          vmath::Swish(y, y, count);
-          return;
-        }
-        for (int64_t i = 0; i < count; ++i) y[i] = y[i] * Sigmoid(alpha * y[i]);
-        return;
-      }
-      case Activation::kHardSigmoid: {
-        const float alpha = p0, beta = p1;
-        for (int64_t i = 0; i < count; ++i) y[i] = std::min(std::max(alpha * y[i] + beta, 0.0f), 1.0f);
-        return;
-      }
-      case Activation::kHardSwish:
-        for (int64_t i = 0; i < count; ++i)
-          y[i] = y[i] * std::min(std::max(y[i] * (1.0f / 6.0f) + 0.5f, 0.0f), 1.0f);
-        return;
-      case Activation::kGeluErf:
-        vmath::Gelu(y, y, count);
-        return;
-      case Activation::kGeluTanh:
-        vmath::GeluTanh(y, y, count);
-        return;
-      case Activation::kTanh:
-        vmath::Tanh(y, y, count);
-        return;
-    }
-  }
-
- private:
-  // Written so that large |x| neither overflows exp nor loses the tiny tail (as onnxruntime).
-  static float Sigmoid(float x) {
-    if (x >= 0.0f) return 1.0f / (1.0f + std::exp(-x));
-    const float e = std::exp(x);
-    return e / (1.0f + e);
   }
 };
 
@@ -138,41 +66,12 @@ inline EpilogueInputs ReadEpilogueInputs(const KernelSpec& spec) {
   return in;
 }
 
-// Reads `activation` / `activation_params`; unknown names or a wrong parameter count raise an
-// error naming the step.
+// Reads `activation` / `activation_params` (activations.h); unknown names or a wrong parameter
+// count raise an error naming the step.
 inline Epilogue ReadEpilogue(const KernelSpec& spec) {
-  struct Known {
-    const char* name;
-    Activation activation;
-    size_t params;
-  };
-  static const Known kKnown[] = {
-      {"", Activation::kNone, 0},           {"Relu", Activation::kRelu, 0},
-      {"Clip", Activation::kClip, 2},       {"LeakyRelu", Activation::kLeakyRelu, 1},
-      {"Sigmoid", Activation::kSigmoid, 0}, {"Swish", Activation::kSwish, 1},
-      {"HardSigmoid", Activation::kHardSigmoid, 2}, {"HardSwish", Activation::kHardSwish, 0},
-      {"GeluErf", Activation::kGeluErf, 0}, {"GeluTanh", Activation::kGeluTanh, 0},
-      {"Tanh", Activation::kTanh, 0},
-  };
-  const std::string name = spec.attrs.String("activation", "");
   const std::vector<float> params = spec.attrs.Has("activation_params") ? spec.attrs.Floats("activation_params")
                                                                         : std::vector<float>{};
-  for (const Known& k : kKnown) {
-    if (name != k.name) continue;
-    if (params.size() != k.params)
-      throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": activation '" + name + "' takes " +
-                                                   std::to_string(k.params) + " activation_params, got " +
-                                                   std::to_string(params.size()));
-    Epilogue e;
-    e.activation = k.activation;
-    if (params.size() > 0) e.p0 = params[0];
-    if (params.size() > 1) e.p1 = params[1];
-    return e;
-  }
-  std::string known;
-  for (const Known& k : kKnown) known += std::string(known.empty() ? "" : ", ") + (*k.name ? k.name : "\"\"");
-  throw Error(ErrorCode::kUnimplemented,
-              spec.Where() + ": unknown activation '" + name + "' (supported: " + known + ")");
+  return Epilogue{ParseActivation(spec, spec.attrs.String("activation", ""), params)};
 }
 
 }  // namespace kernels

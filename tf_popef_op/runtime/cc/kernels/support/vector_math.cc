@@ -8,6 +8,7 @@
 #include <string>
 
 #include "tf_popef_op/runtime/cc/base/error.h"
+#include "tf_popef_op/runtime/cc/kernels/support/activations.h"
 #include "tf_popef_op/runtime/cc/kernels/support/vector_math_paths.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -20,6 +21,7 @@ namespace vmath {
 namespace {
 
 // ------------------------------------------------------------------ portable path
+// The scalar definitions of activations.h in plain loops.
 
 template <typename F>
 void Map(const float* x, float* y, int64_t n, F f) {
@@ -28,30 +30,16 @@ void Map(const float* x, float* y, int64_t n, F f) {
 
 void PortableExp(const float* x, float* y, int64_t n) { Map(x, y, n, [](float v) { return std::exp(v); }); }
 void PortableLog(const float* x, float* y, int64_t n) { Map(x, y, n, [](float v) { return std::log(v); }); }
-void PortableTanh(const float* x, float* y, int64_t n) { Map(x, y, n, [](float v) { return std::tanh(v); }); }
+void PortableTanh(const float* x, float* y, int64_t n) { Map(x, y, n, activation::Tanh); }
 void PortableErf(const float* x, float* y, int64_t n) { Map(x, y, n, [](float v) { return std::erf(v); }); }
-
-// exp of a non-positive argument only, so nothing overflows.
-inline float StableSigmoid(float v) {
-  const float e = std::exp(-std::fabs(v));
-  const float q = 1.0f / (1.0f + e);
-  return v >= 0.0f ? q : e * q;
-}
-void PortableSigmoid(const float* x, float* y, int64_t n) { Map(x, y, n, StableSigmoid); }
+void PortableSigmoid(const float* x, float* y, int64_t n) { Map(x, y, n, activation::Sigmoid); }
 void PortableSwish(const float* x, float* y, int64_t n) {
-  Map(x, y, n, [](float v) { return v * StableSigmoid(v); });
+  Map(x, y, n, [](float v) { return activation::Swish(v, 1.0f); });
 }
-void PortableGelu(const float* x, float* y, int64_t n) {
-  Map(x, y, n, [](float v) { return 0.5f * v * (1.0f + std::erf(v * 0.7071067811865476f)); });
-}
-void PortableGeluTanh(const float* x, float* y, int64_t n) {
-  Map(x, y, n, [](float v) {
-    const float k = 0.7978845608028654f;  // sqrt(2/pi)
-    return 0.5f * v * (1.0f + std::tanh(k * (v + 0.044715f * v * v * v)));
-  });
-}
+void PortableGelu(const float* x, float* y, int64_t n) { Map(x, y, n, activation::Gelu); }
+void PortableGeluTanh(const float* x, float* y, int64_t n) { Map(x, y, n, activation::GeluTanh); }
 void PortableElu(const float* x, float* y, int64_t n, float alpha, float scale) {
-  for (int64_t i = 0; i < n; ++i) y[i] = scale * (x[i] < 0.0f ? alpha * std::expm1(x[i]) : x[i]);
+  Map(x, y, n, [alpha, scale](float v) { return activation::Elu(v, alpha, scale); });
 }
 float PortableMax(const float* x, int64_t n) {
   float m = -std::numeric_limits<float>::infinity();
