@@ -24,8 +24,8 @@ namespace {
 
 // Unpaired weights: 4 output blocks × 6 pixels, 24 accumulators of AVX-512VL's 32 vector
 // registers, so each broadcast input value feeds 4 multiply-adds instead of 2 (ResNet50's
-// convolutions ran 4-28 % faster per layer than with the AVX2 tile; docs/benchmarks.md,
-// session 6). Paired weights run the 16-float tiles of nchwc_tiles_zmm.inc.
+// convolutions run 4-28 % faster per layer than with the AVX2 tile; docs/benchmarks.md).
+// Paired weights run the 16-float tiles of nchwc_tiles_zmm.inc.
 constexpr int kConvTileBlocks = 4;
 #define TFPOPEF_NCHWC_PAIR_TILES
 

@@ -183,7 +183,7 @@ class MaxPoolKernel final : public Kernel {
 
  private:
   // The first tap in the window wins ties and is kept if it is NaN (a later NaN never
-  // compares greater), as before this kernel was parallelized.
+  // compares greater), whatever the split over threads.
   template <bool kIndices>
   void Plane(const T* x, T* y, int64_t* idx, int64_t p) const {
     const SpatialGeometry& g = g_;

@@ -31,8 +31,8 @@ namespace {
 constexpr auto kWorkerSpin = std::chrono::microseconds(200);
 // ParallelFor's chunks per thread: handed out one at a time, so a thread that starts late or
 // runs slower (a core shared with another process) leaves its share to the others, instead of
-// the whole op waiting for its one static half. ResNet50 b8, 2 threads: p90 latency 1.39 ->
-// 1.15x onnxruntime's, median 1.21 -> 1.15 (docs/benchmarks.md, session 8).
+// the whole op waiting for its one static half (ResNet50 b8, 2 threads: p90 latency 1.15x
+// onnxruntime's with dynamic chunks against 1.39x with a static split; docs/benchmarks.md).
 constexpr int64_t kChunksPerThread = 4;
 
 struct Job {

@@ -51,7 +51,7 @@ class ThreadPool {
 // Work per chunk below which a kernel stays on the calling thread: handing a chunk to a worker
 // costs a few microseconds (more on a busy machine), so each chunk must carry more than that.
 // Set from the per-element costs measured on the 2-core machines (one chunk ≈ 10-20 µs of work;
-// docs/benchmarks.md "Kernels (issue #5)"; re-check on an idle machine):
+// docs/benchmarks.md, kernel benchmarks; re-check on an idle machine):
 //   kStreamingGrain  elements of a memory-bound loop (copy, add, relu, cast: ~0.1-0.5 ns each)
 //   kMathGrain       elements of a vectorized transcendental loop (exp, tanh, erf: 1-5 ns each)
 constexpr int64_t kStreamingGrain = 32768;
