@@ -1,7 +1,5 @@
 #include "tf_popef_op/runtime/cc/core/executable_parser.h"
 
-#include <zlib.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <set>
@@ -16,17 +14,6 @@ namespace {
 // when it emits neither, so older runtimes keep loading those executables.
 constexpr int64_t kMinExecutableVersion = 1;
 constexpr int64_t kExecutableVersion = 2;
-
-uint32_t Crc(uint32_t crc, const void* p, size_t n) {
-  const auto* b = static_cast<const uint8_t*>(p);
-  while (n > 0) {
-    const uInt chunk = static_cast<uInt>(n > (1u << 30) ? (1u << 30) : n);
-    crc = static_cast<uint32_t>(crc32(crc, b, chunk));
-    b += chunk;
-    n -= chunk;
-  }
-  return crc;
-}
 
 std::string Join(const std::vector<std::string>& items) {
   std::string s;
@@ -505,16 +492,16 @@ void Executable::Parser::PrepareKernels() {
 
 void Executable::Parser::ComputeHash() {
   const std::string_view meta = exe_.popef_->MetadataJson(), prog = exe_.popef_->ExecutableJson();
-  const uint32_t hi = Crc(Crc(0, meta.data(), meta.size()), prog.data(), prog.size());
+  const uint32_t hi = Crc32(Crc32(0, meta.data(), meta.size()), prog.data(), prog.size());
   uint32_t lo = 0;
   for (const PopefBlob& b : exe_.popef_->blobs()) {
     const uint16_t type = static_cast<uint16_t>(b.type);
-    lo = Crc(lo, &type, sizeof(type));
-    lo = Crc(lo, b.name.data(), b.name.size());
-    lo = Crc(lo, &b.payload_crc32, sizeof(b.payload_crc32));
+    lo = Crc32(lo, &type, sizeof(type));
+    lo = Crc32(lo, b.name.data(), b.name.size());
+    lo = Crc32(lo, &b.payload_crc32, sizeof(b.payload_crc32));
   }
   const uint64_t size = exe_.popef_->size();
-  lo = Crc(lo, &size, sizeof(size));
+  lo = Crc32(lo, &size, sizeof(size));
   exe_.hash_ = (static_cast<uint64_t>(hi) << 32) | lo;
 }
 
