@@ -74,11 +74,10 @@ struct ActivationInfo {
   float default_p0, default_p1;
 };
 
-inline constexpr float kInf = std::numeric_limits<float>::infinity();
 inline constexpr ActivationInfo kActivations[] = {
     {"", Activation::kNone, 0, 0, 0},
     {"Relu", Activation::kRelu, 0, 0, 0},
-    {"Clip", Activation::kClip, 2, -kInf, kInf},
+    {"Clip", Activation::kClip, 2, -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::infinity()},
     {"LeakyRelu", Activation::kLeakyRelu, 1, 0.01f, 0},
     {"ThresholdedRelu", Activation::kThresholdedRelu, 1, 1, 0},
     {"Sigmoid", Activation::kSigmoid, 0, 0, 0},
