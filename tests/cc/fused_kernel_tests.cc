@@ -1,4 +1,4 @@
-// The fused ops of issue 5 (FusedConv, FusedGemm, FusedMatMul: docs/popef.md "Internal ops"),
+// The fused ops (FusedConv, FusedGemm, FusedMatMul: docs/popef.md "Internal ops"),
 // against a naive double-precision reference: every epilogue activation, with and without
 // bias and residual sum, over the convolution paths (pointwise GEMM, depthwise direct loop,
 // im2col + GEMM; groups, strides, pads, dilations), float32 and float16; plus the prepare-time
@@ -24,7 +24,8 @@ const ActivationCase kActivations[] = {
     {"", {}},          {"Relu", {}},          {"Clip", {0, 6}},        {"Clip", {-0.5, 0.25}},
     {"LeakyRelu", {0.1}}, {"Sigmoid", {}},    {"Swish", {1.0}},        {"Swish", {1.7}},
     {"HardSigmoid", {0.3, 0.4}}, {"HardSwish", {}}, {"GeluErf", {}},   {"GeluTanh", {}},
-    {"Tanh", {}},
+    {"Tanh", {}},      {"ThresholdedRelu", {0.2}}, {"ScaledTanh", {0.8, 1.3}}, {"Affine", {0.7, -0.2}},
+    {"Elu", {0.9}},    {"Softsign", {}},      {"Softplus", {}},
 };
 
 double Activate(const ActivationCase& a, double x) { return RefActivation(a.name, a.params, x); }

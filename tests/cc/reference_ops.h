@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "tf_popef_op/runtime/cc/core/half.h"
+#include "tf_popef_op/runtime/cc/base/half.h"
 
 namespace tfpopef {
 namespace test {
@@ -41,6 +41,12 @@ inline double RefActivation(const std::string& name, const std::vector<double>& 
   if (name == "GeluErf") return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
   if (name == "GeluTanh") return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
   if (name == "Tanh") return std::tanh(x);
+  if (name == "ThresholdedRelu") return x > params[0] ? x : 0;
+  if (name == "ScaledTanh") return params[0] * std::tanh(params[1] * x);
+  if (name == "Affine") return params[0] * x + params[1];
+  if (name == "Elu") return x >= 0 ? x : params[0] * (std::exp(x) - 1.0);
+  if (name == "Softsign") return x / (1.0 + std::fabs(x));
+  if (name == "Softplus") return std::log1p(std::exp(x));
   return std::nan("");
 }
 
