@@ -1,5 +1,5 @@
-"""ONNX LSTM and GRU -> the emulator's LSTM / GRU kernels (tf_popef_op/.../kernels/lstm.cc,
-gru.cc). Every attribute is made explicit here: defaults filled, activation alpha/beta resolved
+"""ONNX LSTM and GRU -> the emulator's LSTM / GRU kernels (tf_popef_op/.../kernels/recurrent/lstm.cc,
+recurrent/gru.cc). Every attribute is made explicit here: defaults filled, activation alpha/beta resolved
 per function, and flags saying which optional inputs and outputs the step carries (absent ones
 are left out of the step's lists). sequence_lens is accepted only when it is a constant that
 covers every sequence fully (what tf2onnx writes for Keras layers without masking); it is then

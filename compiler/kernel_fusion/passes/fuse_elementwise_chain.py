@@ -4,7 +4,7 @@ Each elementwise op is a full pass over memory; a chain of them (x·σ(x)·s + b
 a normalization tail ...) reads and writes every element once per op. This pass groups
 connected elementwise nodes whose intermediate tensors are read only inside the group, and
 writes one FusedElementwise node whose `program` runs them per cache-sized block
-(tf_popef_op/runtime/cc/kernels/fused_elementwise.cc).
+(tf_popef_op/runtime/cc/kernels/elementwise/fused_elementwise.cc).
 
 Fusable nodes (default domain, float32/float16 output of static shape S):
   unary   Neg Abs Relu Sqrt Reciprocal Exp Log Tanh Sigmoid Erf
