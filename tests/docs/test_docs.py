@@ -70,8 +70,19 @@ def test_benchmarks_page_covers_every_benchmark_script():
     assert [s for s in scripts if s not in page] == []
 
 
-@pytest.mark.parametrize("path", DOCS + ["Makefile"] + sorted(
-    os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "benchmarks", "*.py"))))
+def _product_sources():
+    """Every source, test, manifest and script of the product (this file excepted: it names
+    the pattern)."""
+    found = []
+    for folder in ("benchmarks", "compiler", "popef", "serving", "tf_popef_op", "tests",
+                   "deploy", "examples"):
+        for directory, _, names in os.walk(os.path.join(ROOT, folder)):
+            found += [os.path.relpath(os.path.join(directory, n), ROOT) for n in names
+                      if n.endswith((".py", ".cc", ".h", ".inc", ".yaml", ".sh", ".md"))]
+    return sorted(p for p in found if p != os.path.relpath(__file__, ROOT))
+
+
+@pytest.mark.parametrize("path", DOCS + ["Makefile", "Dockerfile"] + _product_sources())
 def test_no_history_narration(path):
     lines = [f"{n}: {line.strip()}" for n, line in enumerate(read(path).splitlines(), 1) if NARRATION.search(line)]
     assert not lines, f"{path} narrates history (it belongs in git): {lines}"
