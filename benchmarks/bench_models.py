@@ -1,7 +1,8 @@
-"""Issue 5's benchmark suite on real networks: ModelRunner vs onnxruntime vs TensorFlow.
+"""Benchmark suite on real networks: ModelRunner vs onnxruntime, OpenVINO and TensorFlow.
 
     .venv/bin/python benchmarks/bench_models.py [--parts peak latency batching memory profile]
-        [--models mobilenet_v2 resnet50 bert_encoder] [--batch 1 8] [--threads N]
+        [--models mobilenet_v2 resnet50 bert_encoder efficientnet_b0 densenet121 convnext_tiny
+                  inception_v3 vit_encoder] [--batch 1 8] [--threads N] [--block-rounds 3] [--block-runs 20]
         [--markdown FILE] [--json FILE] [--chart FILE.png] [--quick] [--reuse-popef]
 
 Parts (all by default):
@@ -13,23 +14,29 @@ Parts (all by default):
   (interleaved_timing.py); median/p90 latency, ratio to onnxruntime fp32, GFLOP/s
   (flop_count.py: 2 x MACs of Conv/ConvTranspose/MatMul/Gemm/Einsum) against the peak, the compile
   time of every PopEF (compile_stages.py: per stage), and each output's error against
-  onnxruntime fp32 (a wrong kernel cannot hide behind a fast time).
+  onnxruntime fp32 (a wrong kernel cannot hide behind a fast time). OpenVINO (openvino_peer.py:
+  the same standard ONNX, CPU plugin, latency hint, one stream, same threads, fp32 pinned) is
+  the second peer, timed with them. Then block timing (--block-rounds rounds of up to
+  --block-runs consecutive runs per runtime) of our PopEFs and the fp32 peers at their defaults
+  (onnxruntime spinning on). Each cell's verdict is its ratio to the best peer figure of either
+  mode (peer_verdict.py). A model that fails to compile or run is a failure row naming the error.
 - batching: batch-1 requests from 1, 4, 16 client threads against the batch-8 model with
   dynamic batching vs sequential execution (cross_request_batching.py).
 - memory: PopEF load time, first-run time and peak resident memory of each model in a fresh
   process, ModelRunner vs onnxruntime (memory_probe.py).
-- profile: time per op type (and per convolution kind) of one fp32 run, ModelRunner's per-op
-  profiler next to onnxruntime's (op_profiles.py).
+- profile: time per op type and per op class (op_classes.py: convolutions by kind and kernel
+  size) of one fp32 run, ModelRunner's per-op profiler next to onnxruntime's and OpenVINO's
+  (op_profiles.py); op classes above 1.5x a peer's time are flagged.
 
 A failing part is reported (output and exit status 1) and the other parts still run.
 
 Threads: ModelRunner's intra-op pool has TF_POPEF_NUM_THREADS threads (default: the cores);
 --threads sets it, and onnxruntime (intra_op_num_threads, inter-op 1, sequential) and
-TensorFlow (intra-op, inter-op 1) get the same number. The models are the Keras builders of
+TensorFlow (intra-op, inter-op 1) and OpenVINO (INFERENCE_NUM_THREADS) get the same number. The models are the Keras builders of
 tests/models/keras_architectures.py (random weights, calibrated BatchNorm), exported once with
 tf2onnx into benchmarks/.cache/ (model_zoo.py); the PopEF compile is redone every run unless
---reuse-popef. --quick: small variants of the three networks and tiny iteration counts, a smoke
-run of every code path (about 2 min once the small models are exported).
+--reuse-popef. --quick: small variants of the networks and tiny iteration counts, a smoke
+run of every code path.
 """
 import argparse
 import datetime
@@ -45,25 +52,30 @@ sys.path[:0] = [os.path.dirname(_HERE), _HERE]
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 PARTS = ("peak", "latency", "batching", "memory", "profile")
+MODELS = ("mobilenet_v2", "resnet50", "bert_encoder", "efficientnet_b0", "densenet121", "convnext_tiny",
+          "inception_v3", "vit_encoder")  # model_zoo.TUNED + model_zoo.FAMILIES
 
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS)
-    p.add_argument("--models", nargs="+", default=["mobilenet_v2", "resnet50", "bert_encoder"],
-                   choices=["mobilenet_v2", "resnet50", "bert_encoder"])
+    p.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
     p.add_argument("--batch", nargs="+", type=int, default=[1, 8])
     p.add_argument("--threads", type=int, default=None,
                    help="intra-op threads of every runtime (default: TF_POPEF_NUM_THREADS or the cores)")
     p.add_argument("--budget", type=float, default=60.0,
                    help="seconds of timed iterations per model x batch (after --min-iters)")
     p.add_argument("--min-iters", type=int, default=10)
+    p.add_argument("--block-rounds", type=int, default=3,
+                   help="rounds of block timing per model x batch after the interleaved one (0: none)")
+    p.add_argument("--block-runs", type=int, default=20,
+                   help="consecutive runs per block at most (fewer where the rounds would overrun --budget)")
     p.add_argument("--max-iters", type=int, default=300)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--peak-n", type=int, default=2048, help="size of the square MatMul measuring the peak")
     p.add_argument("--peak-iters", type=int, default=15)
-    p.add_argument("--batching-model", default="mobilenet_v2", choices=["mobilenet_v2", "resnet50", "bert_encoder"])
+    p.add_argument("--batching-model", default="mobilenet_v2", choices=MODELS)
     p.add_argument("--clients", nargs="+", type=int, default=[1, 4, 16])
     p.add_argument("--requests", type=int, default=64, help="batch-1 requests per batching configuration and round")
     p.add_argument("--rounds", type=int, default=2, help="rounds of every batching configuration")
@@ -78,6 +90,7 @@ def parse_args(argv):
     args = p.parse_args(argv)
     if args.quick:
         args.budget, args.min_iters, args.max_iters, args.warmup = 0.0, 3, 3, 1
+        args.block_runs, args.block_rounds = 3, 2
         args.peak_n, args.peak_iters = 512, 3
         args.requests, args.rounds, args.profile_iters = 16, 1, 2
     return args
@@ -124,6 +137,7 @@ def main(argv=None) -> int:
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     import onnxruntime as ort
+    import openvino as ov
     import_runtime()
 
     import model_zoo
@@ -132,7 +146,8 @@ def main(argv=None) -> int:
 
     results = {"command": "benchmarks/bench_models.py " + " ".join(sys.argv[1:] if argv is None else argv),
                "machine": machine_info(threads),
-               "versions": {"onnxruntime": ort.__version__, "tensorflow": tf.__version__},
+               "versions": {"onnxruntime": ort.__version__, "openvino": ov.get_version(),
+                            "tensorflow": tf.__version__},
                "quick": args.quick}
     specs = model_zoo.QUICK if args.quick else model_zoo.FULL
     work = tempfile.mkdtemp(prefix="bench_models_")
