@@ -5,8 +5,6 @@ and the inference precision pinned (fp32 unless asked): left to its defaults the
 pick bf16 on CPUs that have it, which would not be the fp32 model."""
 from typing import Dict
 
-import openvino as ov
-
 PRECISIONS = {"fp32": "f32", "fp16": "f16", "bf16": "bf16"}
 
 
@@ -15,12 +13,15 @@ def cpu_config(threads: int, precision: str = "fp32", profile: bool = False) -> 
             "INFERENCE_PRECISION_HINT": PRECISIONS[precision], "PERF_COUNT": "YES" if profile else "NO"}
 
 
-def compiled_model(onnx_path: str, threads: int, precision: str = "fp32", profile: bool = False) -> ov.CompiledModel:
+def compiled_model(onnx_path: str, threads: int, precision: str = "fp32", profile: bool = False):
+    """An openvino.CompiledModel. OpenVINO is imported here: the rest of the benchmark helpers
+    (and their unit tests) do not need it installed."""
+    import openvino as ov
     core = ov.Core()
     return core.compile_model(core.read_model(onnx_path), "CPU", cpu_config(threads, precision, profile))
 
 
-def effective_settings(compiled: ov.CompiledModel) -> Dict[str, str]:
+def effective_settings(compiled) -> Dict[str, str]:
     """What the plugin actually runs with (the hints resolve to these): stated in the report."""
     out = {}
     for key in ("PERFORMANCE_HINT", "NUM_STREAMS", "INFERENCE_NUM_THREADS", "INFERENCE_PRECISION_HINT",
