@@ -267,26 +267,27 @@ class ModelSuite:
         rows = []
         for name in names:
             for batch in batches:
-                x = self.specs[name].inputs(batch)
                 try:
-                    c = self.compiled(name, batch, "fp32")
-                except Exception as e:  # the latency part's failure row already names it
+                    rows.append(self._profile_row(name, batch))
+                except Exception as e:  # the latency part's failure row already names it; so does this row
                     rows.append({"model": name, "label": self.specs[name].label, "batch": batch, "precision": "fp32",
                                  "failed": f"{type(e).__name__}: " + (str(e).strip().splitlines() or [""])[0][:400]})
-                    continue
-                self.log(f"per-op profiles: {self.specs[name].label} batch {batch} fp32")
-                ours = op_profiles.modelrunner_by_op(c["executable"], x, self.args.profile_iters, c["converted"])
-                peers = {"onnxruntime": op_profiles.onnxruntime_by_op(c["standard"], x, self.threads,
-                                                                     self.args.profile_iters)}
-                try:
-                    peers["OpenVINO"] = op_profiles.openvino_by_op(c["onnx_path"], c["standard"], x, self.threads,
-                                                                   self.args.profile_iters)
-                except Exception as e:  # OpenVINO may not compile every model: the row says so
-                    self.log(f"  OpenVINO profile failed: {type(e).__name__}: {e}")
-                    peers["OpenVINO"] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
-                classes = op_classes.compare(ours["by_class_us"],
-                                             {p: v["by_class_us"] for p, v in peers.items() if "by_class_us" in v},
-                                             peer_verdict.OP_CLASS_LIMIT)
-                rows.append({"model": name, "label": self.specs[name].label, "batch": batch, "precision": "fp32",
-                             "ours": ours, **peers, "classes": classes})
         return rows
+
+    def _profile_row(self, name, batch) -> dict:
+        x = self.specs[name].inputs(batch)
+        c = self.compiled(name, batch, "fp32")
+        self.log(f"per-op profiles: {self.specs[name].label} batch {batch} fp32")
+        ours = op_profiles.modelrunner_by_op(c["executable"], x, self.args.profile_iters, c["converted"])
+        peers = {"onnxruntime": op_profiles.onnxruntime_by_op(c["standard"], x, self.threads, self.args.profile_iters)}
+        try:
+            peers["OpenVINO"] = op_profiles.openvino_by_op(c["onnx_path"], c["standard"], x, self.threads,
+                                                           self.args.profile_iters)
+        except Exception as e:  # OpenVINO may not compile every model: the row says so
+            self.log(f"  OpenVINO profile failed: {type(e).__name__}: {e}")
+            peers["OpenVINO"] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+        classes = op_classes.compare(ours["by_class_us"],
+                                     {p: v["by_class_us"] for p, v in peers.items() if "by_class_us" in v},
+                                     peer_verdict.OP_CLASS_LIMIT)
+        return {"model": name, "label": self.specs[name].label, "batch": batch, "precision": "fp32",
+                "ours": ours, **peers, "classes": classes}

@@ -57,14 +57,17 @@ def by_class(entries: List[tuple]) -> Dict[str, float]:
 
 def compare(ours: Dict[str, float], peers: Dict[str, Dict[str, float]], limit: float = 1.5,
             min_share: float = 0.02) -> List[dict]:
-    """One row per class of ours (largest first): our µs, each peer's µs and our ratio to it,
-    and the peers it is flagged against: ratio above `limit` on a class holding at least
-    `min_share` of our profiled run (smaller ones are within the profilers' noise). A class a
-    peer has no time for (it fused that work into another class) gets no ratio."""
+    """One row per class of ours (largest first), then the classes only peers have: our µs,
+    each peer's µs and our ratio to it, and the peers it is flagged against: ratio above `limit`
+    on a class holding at least `min_share` of our profiled run (smaller ones are within the
+    profilers' noise). A class a side has no time for (it fused that work into another class)
+    gets no ratio."""
     total = sum(ours.values()) or 1.0
+    peer_only = sorted({cls for by in peers.values() for cls in by} - set(ours),
+                       key=lambda cls: -max(by.get(cls, 0.0) for by in peers.values()))
     rows = []
-    for cls, us in sorted(ours.items(), key=lambda kv: -kv[1]):
-        ratios = {peer: us / by[cls] for peer, by in peers.items() if by.get(cls, 0) > 0}
+    for cls, us in sorted(ours.items(), key=lambda kv: -kv[1]) + [(cls, 0.0) for cls in peer_only]:
+        ratios = {peer: us / by[cls] for peer, by in peers.items() if by.get(cls, 0) > 0 and us > 0}
         rows.append({"class": cls, "ours_us": us, "share": us / total,
                      "peers_us": {peer: by.get(cls, 0.0) for peer, by in peers.items()}, "ratios": ratios,
                      "flagged": sorted(p for p, r in ratios.items() if r > limit and us / total >= min_share)})

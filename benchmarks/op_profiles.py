@@ -20,21 +20,30 @@ from op_classes import by_class, conv_kind, op_class
 
 
 def conv_kinds(model) -> Dict[str, str]:
-    """{node name: conv_kind} for the Conv-like nodes of `model` (named by node and by output)."""
+    """{node name: conv_kind} for the Conv-like nodes of `model`, named by node and by output,
+    and for the elementwise nodes right after one (OpenVINO names a convolution it fused with its
+    BatchNorm Mul or activation after that last node)."""
     shapes = {t.name: tuple(t.dims) for t in model.graph.initializer}
-    kinds = {}
-    for node in model.graph.node:
-        if "Conv" not in node.op_type or len(node.input) < 2 or node.input[1] not in shapes:
+    kinds, by_output = {}, {}
+    for node in model.graph.node:  # topological order: a producer's kind is known before its consumers
+        if "Conv" in node.op_type and len(node.input) >= 2 and node.input[1] in shapes:
+            kind = conv_kind(shapes[node.input[1]])
+        elif op_class(node.op_type) == "Elementwise":
+            kind = next((by_output[i] for i in node.input if i in by_output), None)
+        else:
             continue
-        kind = conv_kind(shapes[node.input[1]])
+        if kind is None:
+            continue
         kinds[node.name] = kind
-        kinds.update({out: kind for out in node.output})
+        for out in node.output:
+            by_output[out] = kinds[out] = kind
     return kinds
 
 
 def kind_of_layer(layer_name: str, kinds: Dict[str, str]) -> Optional[str]:
     """The conv kind of an OpenVINO layer: its friendly name is the ONNX node's (or output's)
-    name, with "/WithoutBiases"-style suffixes where the plugin split or fused the node."""
+    name (conv_kinds: or the elementwise node it fused), with "/WithoutBiases"-style suffixes
+    where the plugin split the node."""
     name = layer_name
     while name:
         if name in kinds:
@@ -131,7 +140,10 @@ def openvino_by_op(onnx_path: str, model, x: np.ndarray, threads: int, iters: in
                 continue  # fused into another layer, or a constant / parameter
             us = layer.real_time.total_seconds() * 1e6 / iters
             by_op[layer.node_type] += us
-            kind = kind_of_layer(layer.node_name, kinds) if "Conv" in layer.node_type else None
+            kind = None
+            if "Conv" in layer.node_type:
+                kind = kind_of_layer(layer.node_name, kinds) or ("depthwise (kernel unknown)"
+                                                                 if "_dw" in layer.exec_type else None)
             classes.append((op_class(layer.node_type, kind), us))
     by_class_us = by_class(classes)
     return {"by_op_us": dict(by_op.most_common()), "by_class_us": by_class_us, "run_us": run_us,

@@ -27,7 +27,8 @@ def effective_settings(compiled) -> Dict[str, str]:
     for key in ("PERFORMANCE_HINT", "NUM_STREAMS", "INFERENCE_NUM_THREADS", "INFERENCE_PRECISION_HINT",
                 "ENABLE_HYPER_THREADING", "ENABLE_CPU_PINNING", "SCHEDULING_CORE_TYPE"):
         try:
-            out[key] = str(compiled.get_property(key))
+            value = compiled.get_property(key)
+            out[key] = value.get_type_name() if hasattr(value, "get_type_name") else str(value)
         except RuntimeError:  # a property this plugin version does not report
             pass
     return out

@@ -118,7 +118,7 @@ def peers_section(cells) -> List[str]:
                      _mode_ms(c["onnxruntime_fp32"]), _mode_ms(b.get("onnxruntime fp32")),
                      _mode_ms(c.get("openvino_fp32")) if c.get("openvino_fp32") else "does not run",
                      _mode_ms(b.get("OpenVINO fp32")),
-                     f"{_mode_ms(low)} ({low_as.split(chr(39))[1] if chr(39) in low_as else low_as})" if low else "—",
+                     f"{_mode_ms(low)} ({low_as})" if low else "—",
                      f"{v['peer']} ({v['peer_mode']}) {v['peer_ms']:.2f}",
                      f"**{v['ratio']:.2f}** ({by_mode})",
                      "—" if limit is None else f"≤ {limit:.2f} {'✓' if ok else '✗'}", faster16])

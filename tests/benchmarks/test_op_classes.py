@@ -36,10 +36,12 @@ def test_op_names_of_every_runtime_map_to_one_class(op, conv, cls):
 
 def test_compare_flags_slow_classes_that_matter():
     ours = {"Conv 3x3": 800.0, "Elementwise": 150.0, "Softmax": 10.0, "Concat": 40.0}
-    peers = {"onnxruntime": {"Conv 3x3": 400.0, "Elementwise": 140.0, "Softmax": 1.0},
-             "OpenVINO": {"Conv 3x3": 700.0, "Concat": 10.0}}
+    peers = {"onnxruntime": {"Conv 3x3": 400.0, "Elementwise": 140.0, "Softmax": 1.0, "Layout/copy": 5.0},
+             "OpenVINO": {"Conv 3x3": 700.0, "Concat": 10.0, "Attention (fused)": 30.0}}
     rows = {r["class"]: r for r in compare(ours, peers, limit=1.5, min_share=0.02)}
-    assert list(rows) == ["Conv 3x3", "Elementwise", "Concat", "Softmax"]          # largest of ours first
+    # largest of ours first, then what only the peers have, largest first
+    assert list(rows) == ["Conv 3x3", "Elementwise", "Concat", "Softmax", "Attention (fused)", "Layout/copy"]
+    assert rows["Attention (fused)"]["ours_us"] == 0.0 and rows["Attention (fused)"]["ratios"] == {}
     assert rows["Conv 3x3"]["flagged"] == ["onnxruntime"]                          # 2.0x; OpenVINO 1.14x
     assert rows["Conv 3x3"]["ratios"] == pytest.approx({"onnxruntime": 2.0, "OpenVINO": 800 / 700})
     assert rows["Elementwise"]["flagged"] == [] and "OpenVINO" not in rows["Elementwise"]["ratios"]  # fused there
@@ -50,10 +52,15 @@ def test_compare_flags_slow_classes_that_matter():
 
 def test_openvino_layers_are_traced_to_their_onnx_conv():
     w = numpy_helper.from_array(np.zeros((8, 1, 5, 5), np.float32), "W")
-    graph = helper.make_graph([helper.make_node("Conv", ["X", "W"], ["conv_out"], name="model/dw/Conv", group=8)], "g",
+    s = numpy_helper.from_array(np.ones((1, 8, 1, 1), np.float32), "S")
+    graph = helper.make_graph([helper.make_node("Conv", ["X", "W"], ["conv_out"], name="model/dw/Conv", group=8),
+                               helper.make_node("Mul", ["conv_out", "S"], ["bn_out"], name="model/bn/mul_1"),
+                               helper.make_node("Relu", ["bn_out"], ["Y"], name="model/relu")], "g",
                               [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 8, 9, 9])],
-                              [helper.make_tensor_value_info("conv_out", TensorProto.FLOAT, None)], [w])
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)], [w, s])
     kinds = conv_kinds(helper.make_model(graph))
     assert kind_of_layer("model/dw/Conv/WithoutBiases", kinds) == "depthwise 5x5"
     assert kind_of_layer("conv_out", kinds) == "depthwise 5x5"
+    assert kind_of_layer("model/bn/mul_1", kinds) == "depthwise 5x5"   # named after the BatchNorm it fused
+    assert kind_of_layer("model/relu", kinds) == "depthwise 5x5"
     assert kind_of_layer("model/other", kinds) is None
