@@ -6,6 +6,8 @@
         [--markdown FILE] [--json FILE] [--chart FILE.png] [--quick] [--reuse-popef]
 
 Parts (all by default):
+- compile: every PopEF (model x batch x precision) compiled and cached in benchmarks/.cache, with
+  its compile time per stage; later runs with --reuse-popef time those PopEFs without compiling.
 - peak: the machine's fp32 GEMM peak (sgemm_peak.py), the yardstick of the GFLOP/s columns. With
   the latency part, the same MatMuls are also timed inside every cell, interleaved with the
   models, and each cell's share of peak is against that cell's own peak (the machine drifts).
@@ -51,7 +53,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [os.path.dirname(_HERE), _HERE]
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-PARTS = ("peak", "latency", "batching", "memory", "profile")
+PARTS = ("compile", "peak", "latency", "batching", "memory", "profile")
 MODELS = ("mobilenet_v2", "resnet50", "bert_encoder", "efficientnet_b0", "densenet121", "convnext_tiny",
           "inception_v3", "vit_encoder")  # model_zoo.TUNED + model_zoo.FAMILIES
 
@@ -127,6 +129,16 @@ def import_runtime():
             time.sleep(10)
 
 
+def write_reports(results, args, suffix=""):
+    import report
+    if args.markdown:
+        with open(args.markdown + suffix, "w") as f:
+            f.write(report.markdown(results))
+    if args.json:
+        with open(args.json + suffix, "w") as f:
+            json.dump(results, f, indent=1, default=float)
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     threads = args.threads or int(os.environ.get("TF_POPEF_NUM_THREADS") or os.cpu_count())
@@ -169,14 +181,26 @@ def main(argv=None) -> int:
 
     peak_contenders = []  # the peak part's MatMuls, timed again inside every latency cell
 
+    def compile_part():
+        results["compile"] = suite.compile_all(args.models, args.batch)
+        args.reuse_popef = True  # the parts after it load these PopEFs rather than compile again
+
     def peak():
         import sgemm_peak
         log(f"sgemm peak: MatMul {args.peak_n}x{args.peak_n}, {threads} threads")
         peak_contenders[:] = sgemm_peak.contenders(args.peak_n, threads)
         results["peak"] = sgemm_peak.measure_peak(args.peak_n, threads, args.peak_iters, peak_contenders)
 
+    def write_partial(cells, compiles):
+        """The cells so far, in case the run is stopped: FILE.partial next to --markdown/--json."""
+        results["cells"] = cells
+        results.setdefault("compile", compiles)  # the compile part's times, where it ran
+        write_reports(results, args, suffix=".partial")
+
     def latency():
-        results["cells"], results["compile"] = suite.latency(args.models, args.batch, peak_contenders)
+        results["cells"], compiles = suite.latency(args.models, args.batch, peak_contenders, write_partial)
+        if "compile" not in args.parts:
+            results["compile"] = compiles
 
     def batching():
         log(f"cross-request batching on {args.batching_model}")
@@ -188,20 +212,17 @@ def main(argv=None) -> int:
     def profile():
         results["profile"] = suite.profile(args.models, args.batch)
 
-    for name, fn in (("peak", peak), ("latency", latency), ("batching", batching), ("memory", memory),
+    for name, fn in (("compile", compile_part), ("peak", peak), ("latency", latency), ("batching", batching), ("memory", memory),
                      ("profile", profile)):
         part(name, fn)
     results["machine"]["load_average_end"] = os.getloadavg()
     results["wall_s"] = time.perf_counter() - started
 
-    text = report.markdown(results)
-    print(text)
-    if args.markdown:
-        with open(args.markdown, "w") as f:
-            f.write(text)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1, default=float)
+    print(report.markdown(results))
+    write_reports(results, args)
+    for path in (args.markdown, args.json):
+        if path and os.path.exists(path + ".partial"):
+            os.remove(path + ".partial")  # the run completed
     if args.chart and results.get("cells"):
         import report_chart
         report_chart.write(results, args.chart)

@@ -7,8 +7,8 @@ do one inference on a fixed input and leave the outputs where `outputs()` finds 
   ours, inter-op 1, sequential execution, outputs bound to preallocated arrays (IOBinding), so
   neither side allocates on the timed path.
 - OpenVINO: the same standard ONNX file through OpenVINO's ONNX reader on its CPU plugin
-  (openvino_peer.py: latency hint, one stream, threads = ours, precision pinned), the input
-  tensor sharing the fixed input's memory.
+  (openvino_peer.py: latency hint, one stream, threads = ours, precision pinned, thread pinning
+  as asked), the input tensor sharing the fixed input's memory.
 - TensorFlow: the Keras model as a tf.function (intra-op threads = ours, inter-op 1).
 """
 import dataclasses
@@ -52,11 +52,12 @@ def onnxruntime_session(name: str, model, x: np.ndarray, threads: int, optimizat
     return Contender(name, call, lambda: {k: v.astype(np.float32) for k, v in outs.items()})
 
 
-def openvino_model(name: str, onnx_path: str, x: np.ndarray, threads: int, precision: str = "fp32") -> Contender:
+def openvino_model(name: str, onnx_path: str, x: np.ndarray, threads: int, precision: str = "fp32",
+                   pinning=None) -> Contender:
     import onnx
     import openvino as ov
     from openvino_peer import compiled_model
-    compiled = compiled_model(onnx_path, threads, precision)
+    compiled = compiled_model(onnx_path, threads, precision, pinning=pinning)
     request = compiled.create_infer_request()
     (inp,) = compiled.inputs
     feed = np.ascontiguousarray(x.astype(inp.get_element_type().to_dtype()))

@@ -111,11 +111,32 @@ class ModelSuite:
             self._keras[name] = self.specs[name].build_keras()
         return self._keras[name]
 
+    # -- part: compile ---------------------------------------------------------------------
+    def compile_all(self, names: List[str], batches: List[int]) -> List[dict]:
+        """Every PopEF of the run, compiled and cached (benchmarks/.cache) with its compile time;
+        a later run with --reuse-popef times them without recompiling."""
+        rows = []
+        for name in names:
+            for batch in batches:
+                for precision in PRECISIONS:
+                    row = {"model": name, "label": self.specs[name].label, "batch": batch, "precision": precision}
+                    try:
+                        c = self.compiled(name, batch, precision)
+                        row.update(compile_s=c["compile_s"], stages=c["stages"])
+                    except Exception as e:
+                        row.update(compile_s=None, stages={}, failed=f"{type(e).__name__}: {str(e)[:400]}")
+                        self.log(f"  FAILED: {row['failed']}")
+                    rows.append(row)
+                    self._compiled.pop((name, batch, precision), None)  # keep memory flat
+                    gc.collect()
+        return rows
+
     # -- part: latency ---------------------------------------------------------------------
-    def latency(self, names: List[str], batches: List[int], peak_contenders=()):
+    def latency(self, names: List[str], batches: List[int], peak_contenders=(), progress=None):
         """peak_contenders (sgemm_peak.contenders): timed in every cell with the models; each
         cell then carries its own "peak". A model that fails to compile or run gives failure
-        rows (the error, by model and batch) and the suite goes on."""
+        rows (the error, by model and batch) and the suite goes on. progress(cells): called after
+        every model x batch (bench_models.py writes partial results)."""
         cells, compiles = [], []
         for name in names:
             for batch in batches:
@@ -132,6 +153,8 @@ class ModelSuite:
                     if c:
                         compiles.append({"model": name, "label": self.specs[name].label, "batch": batch,
                                          "precision": precision, "compile_s": c["compile_s"], "stages": c["stages"]})
+                if progress:
+                    progress(cells, compiles)
                 gc.collect()
             self._keras.pop(name, None)
         return cells, compiles
@@ -159,8 +182,10 @@ class ModelSuite:
                 self.log(f"  {label} does not run {spec.label}: {peer_errors[label]}")
 
         optional("onnxruntime fp16", lambda: onnxruntime_session("onnxruntime fp16", fp16["standard"], x, self.threads))
-        ov32 = optional("OpenVINO fp32", lambda: openvino_model("OpenVINO fp32", fp32["onnx_path"], x, self.threads))
-        ov_low = optional(OPENVINO_LOW, lambda: openvino_model(OPENVINO_LOW, fp32["onnx_path"], x, self.threads, "fp16"))
+        ov32 = optional("OpenVINO fp32", lambda: openvino_model("OpenVINO fp32", fp32["onnx_path"], x, self.threads,
+                                                                pinning=False))
+        ov_low = optional(OPENVINO_LOW, lambda: openvino_model(OPENVINO_LOW, fp32["onnx_path"], x, self.threads, "fp16",
+                                                               pinning=False))
         contenders.append(tensorflow_function("TensorFlow fp32", self.keras_model(name), x, output_names))
 
         for c in contenders:
@@ -219,18 +244,20 @@ class ModelSuite:
 
     def _blocks(self, spec, batch, x, fp32, interleaved_contenders, stats) -> dict:
         """Block timing (interleaved_timing.blocks) of our two PopEFs and the fp32 peers, each
-        peer at its defaults: onnxruntime with its spinning workers on (a session of its own),
-        OpenVINO as configured (it has no spinning switch). Runs per block from the interleaved
-        medians so the blocks fit the --budget."""
+        peer at its defaults (a session / compiled model of its own): onnxruntime with its
+        spinning workers on, OpenVINO with the thread pinning of its latency hint. Runs per block
+        from the interleaved medians so the blocks fit the --budget."""
         a = self.args
         by_name = {c.name: c for c in interleaved_contenders}
-        block = {n: by_name[n] for n in ("ModelRunner fp32", "ModelRunner fp16", "OpenVINO fp32") if n in by_name}
+        block = {n: by_name[n] for n in ("ModelRunner fp32", "ModelRunner fp16") if n in by_name}
+        if "OpenVINO fp32" in by_name:
+            block["OpenVINO fp32"] = openvino_model("OpenVINO fp32", fp32["onnx_path"], x, self.threads)
         block["onnxruntime fp32"] = onnxruntime_session("onnxruntime fp32", fp32["standard"], x, self.threads,
                                                         spinning=True)
         runs = runs_per_block({n: stats[n]["median_ms"] / 1e3 for n in block}, a.block_rounds, a.budget,
                               a.block_runs, min(5, a.block_runs))
         self.log(f"timing {spec.label} batch {batch}, blocks of {runs} runs x {a.block_rounds} rounds "
-                 f"(onnxruntime spinning on): {', '.join(block)}")
+                 f"(onnxruntime spinning on, OpenVINO pinned): {', '.join(block)}")
         samples = blocks({n: c.call for n, c in block.items()}, runs, a.block_rounds)
         return {**{n: summary(v) for n, v in samples.items()}, "_runs_per_block": runs, "_rounds": a.block_rounds}
 

@@ -8,17 +8,23 @@ from typing import Dict
 PRECISIONS = {"fp32": "f32", "fp16": "f16", "bf16": "bf16"}
 
 
-def cpu_config(threads: int, precision: str = "fp32", profile: bool = False) -> Dict[str, object]:
-    return {"PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": "1", "INFERENCE_NUM_THREADS": str(threads),
-            "INFERENCE_PRECISION_HINT": PRECISIONS[precision], "PERF_COUNT": "YES" if profile else "NO"}
+def cpu_config(threads: int, precision: str = "fp32", profile: bool = False, pinning=None) -> Dict[str, object]:
+    """pinning: None leaves ENABLE_CPU_PINNING to the latency hint (on); False keeps OpenVINO's
+    threads free to move, as the interleaved timing wants of every contender: a pinned thread
+    waits for its core while another contender's or process's thread holds it."""
+    config = {"PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": "1", "INFERENCE_NUM_THREADS": str(threads),
+              "INFERENCE_PRECISION_HINT": PRECISIONS[precision], "PERF_COUNT": "YES" if profile else "NO"}
+    if pinning is not None:
+        config["ENABLE_CPU_PINNING"] = "YES" if pinning else "NO"
+    return config
 
 
-def compiled_model(onnx_path: str, threads: int, precision: str = "fp32", profile: bool = False):
+def compiled_model(onnx_path: str, threads: int, precision: str = "fp32", profile: bool = False, pinning=None):
     """An openvino.CompiledModel. OpenVINO is imported here: the rest of the benchmark helpers
     (and their unit tests) do not need it installed."""
     import openvino as ov
     core = ov.Core()
-    return core.compile_model(core.read_model(onnx_path), "CPU", cpu_config(threads, precision, profile))
+    return core.compile_model(core.read_model(onnx_path), "CPU", cpu_config(threads, precision, profile, pinning))
 
 
 def effective_settings(compiled) -> Dict[str, str]:

@@ -172,8 +172,9 @@ def batching_section(b) -> List[str]:
 
 
 def compile_section(compiles) -> List[str]:
-    rows = [[c["label"], str(c["batch"]), c["precision"], "reused" if c["compile_s"] is None else f"{c['compile_s']:.2f}"]
-            for c in compiles]
+    rows = [[c["label"], str(c["batch"]), c["precision"],
+             f"**failed**: `{c['failed']}`" if c.get("failed") else
+             "reused" if c["compile_s"] is None else f"{c['compile_s']:.2f}"] for c in compiles]
     out = _table(["model", "batch", "precision", "ONNX → PopEF s"], ["---", "---:", "---", "---:"], rows)
     detailed = next((c for c in compiles if c["model"] == "resnet50" and c["precision"] == "fp32" and c["stages"]),
                     next((c for c in compiles if c["stages"]), None))
