@@ -29,6 +29,11 @@ PEERS = ("onnxruntime fp32", "OpenVINO fp32")  # the fp32 models the verdict hol
 OPENVINO_LOW = "OpenVINO fp16 hint"
 
 
+def error_line(e: Exception, limit: int = 400) -> str:
+    """An exception as one report line: its type and the first line of its message."""
+    return f"{type(e).__name__}: " + (str(e).strip().splitlines() or [""])[0][:limit]
+
+
 def max_rel(got, want) -> float:
     return float(np.max(np.abs(got - want)) / max(float(np.max(np.abs(want))), 1e-30))
 
@@ -124,7 +129,7 @@ class ModelSuite:
                         c = self.compiled(name, batch, precision)
                         row.update(compile_s=c["compile_s"], stages=c["stages"])
                     except Exception as e:
-                        row.update(compile_s=None, stages={}, failed=f"{type(e).__name__}: {str(e)[:400]}")
+                        row.update(compile_s=None, stages={}, failed=error_line(e))
                         self.log(f"  FAILED: {row['failed']}")
                     rows.append(row)
                     self._compiled.pop((name, batch, precision), None)  # keep memory flat
@@ -143,7 +148,7 @@ class ModelSuite:
                 try:
                     group = self._latency_group(name, batch, list(peak_contenders))
                 except Exception as e:  # reported as the cell's failure, never hidden
-                    error = f"{type(e).__name__}: " + (str(e).strip().splitlines() or [""])[0][:400]
+                    error = error_line(e)
                     self.log(f"  {self.specs[name].label} batch {batch} FAILED: {error}")
                     group = [{"model": name, "label": self.specs[name].label, "batch": batch, "precision": p,
                               "failed": error} for p in PRECISIONS]
@@ -178,7 +183,7 @@ class ModelSuite:
                 contenders.append(contender)
                 return contender
             except Exception as e:
-                peer_errors[label] = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+                peer_errors[label] = error_line(e, 300)
                 self.log(f"  {label} does not run {spec.label}: {peer_errors[label]}")
 
         optional("onnxruntime fp16", lambda: onnxruntime_session("onnxruntime fp16", fp16["standard"], x, self.threads))
@@ -298,7 +303,7 @@ class ModelSuite:
                     rows.append(self._profile_row(name, batch))
                 except Exception as e:  # the latency part's failure row already names it; so does this row
                     rows.append({"model": name, "label": self.specs[name].label, "batch": batch, "precision": "fp32",
-                                 "failed": f"{type(e).__name__}: " + (str(e).strip().splitlines() or [""])[0][:400]})
+                                 "failed": error_line(e)})
         return rows
 
     def _profile_row(self, name, batch) -> dict:
@@ -312,7 +317,7 @@ class ModelSuite:
                                                            self.args.profile_iters)
         except Exception as e:  # OpenVINO may not compile every model: the row says so
             self.log(f"  OpenVINO profile failed: {type(e).__name__}: {e}")
-            peers["OpenVINO"] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+            peers["OpenVINO"] = {"error": error_line(e, 300)}
         classes = op_classes.compare(ours["by_class_us"],
                                      {p: v["by_class_us"] for p, v in peers.items() if "by_class_us" in v},
                                      peer_verdict.OP_CLASS_LIMIT)
