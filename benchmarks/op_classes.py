@@ -44,6 +44,8 @@ def op_class(op: str, conv: Optional[str] = None) -> str:
     """The class of a profiled op type; `conv`: the convolution's conv_kind where known."""
     if "Conv" in op or op == "Deconvolution":
         return f"Conv {conv}" if conv else "Conv (kind unknown)"
+    if op.startswith("Nchwc") and op[len("Nchwc"):] in _CLASS_OF:  # the blocked-layout variant of an op
+        return _CLASS_OF[op[len("Nchwc"):]]
     return _CLASS_OF.get(op, f"other: {op}")
 
 
