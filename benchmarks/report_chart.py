@@ -1,7 +1,7 @@
-"""bench_models.py's PNG chart (matplotlib, requirements-bench.txt): left, ModelRunner's median
+"""bench_models.py's PNG chart (matplotlib, requirements-bench.txt): left (top), ModelRunner's median
 latency over the best peer's (peer_verdict: onnxruntime or OpenVINO fp32, either timing mode)
-per cell with the targets; right, achieved GFLOP/s of
-ModelRunner, onnxruntime and TensorFlow per cell against the measured sgemm peak."""
+per cell with the targets; right (bottom), achieved GFLOP/s of
+ModelRunner, onnxruntime, OpenVINO and TensorFlow per cell against the measured sgemm peak."""
 import matplotlib
 
 matplotlib.use("Agg")  # files only, no display
@@ -25,7 +25,10 @@ def write(results: dict, path: str) -> None:
     names = [f"{_SHORT.get(m, m)}\nbatch {b}" for m, b in groups]
     cell = {(c["model"], c["batch"], c["precision"]): c for c in cells}
     x = np.arange(len(groups))
-    fig, (left, right) = plt.subplots(1, 2, figsize=(max(15, 2.2 * len(groups)), 5.5))
+    # side by side for a few cells; one above the other (full width each) for the whole suite
+    wide = len(groups) > 6
+    fig, (left, right) = plt.subplots(2 if wide else 1, 1 if wide else 2,
+                                      figsize=(max(15, 1.1 * len(groups)), 11) if wide else (15, 5.5))
 
     width = 0.38
     for i, (precision, color) in enumerate((("fp32", "#1f77b4"), ("fp16", "#ff7f0e"))):
