@@ -320,6 +320,6 @@ class ModelSuite:
             peers["OpenVINO"] = {"error": error_line(e, 300)}
         classes = op_classes.compare(ours["by_class_us"],
                                      {p: v["by_class_us"] for p, v in peers.items() if "by_class_us" in v},
-                                     peer_verdict.OP_CLASS_LIMIT)
+                                     peer_verdict.OP_CLASS_LIMIT, peer_verdict.OP_CLASS_MIN_SHARE)
         return {"model": name, "label": self.specs[name].label, "batch": batch, "precision": "fp32",
                 "ours": ours, **peers, "classes": classes}

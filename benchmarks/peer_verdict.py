@@ -11,6 +11,7 @@ from model_zoo import TUNED
 TUNED_TARGET = 0.90   # the networks the kernels were tuned on: every cell, fp32 and fp16
 FAMILY_TARGET = 1.0   # every other family: fp32 cells
 OP_CLASS_LIMIT = 1.5  # no op class of a model's profile above this multiple of the peer's time
+OP_CLASS_MIN_SHARE = 0.02  # ... among the classes holding this share of our run (the rest is profiler noise)
 
 
 def best_peer_ratio(ours: Dict[str, float], peers: Dict[str, Dict[str, float]]) -> dict:

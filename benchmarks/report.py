@@ -202,7 +202,8 @@ def op_class_section(rows_in, top=8) -> List[str]:
     """Per model and batch, our profiled time per op class against onnxruntime's and OpenVINO's,
     the ratios, and the classes flagged above the limit."""
     out = [f"fp32, profiled ms per run by op class (op_classes.py); ✗ marks a class above "
-           f"{peer_verdict.OP_CLASS_LIMIT}× the peer's time for it that holds ≥ 2 % of our run. A class a peer "
+           f"{peer_verdict.OP_CLASS_LIMIT}× the peer's time for it that holds ≥ {peer_verdict.OP_CLASS_MIN_SHARE:.0%} "
+           "of our run. A class a peer "
            "shows no time for was fused by it into a neighbour (OpenVINO folds activations and elementwise "
            f"chains into its convolutions). The top {top} classes of ours and every flagged one are listed.", ""]
     for r in rows_in:
@@ -210,9 +211,9 @@ def op_class_section(rows_in, top=8) -> List[str]:
             out += [f"**{r['label']} batch {r['batch']}**: failed — `{r['failed']}`", ""]
             continue
         peers = [p for p in ("onnxruntime", "OpenVINO") if "by_class_us" in r.get(p, {})]
-        totals = ", ".join([f"ModelRunner {r['ours']['run_us'] / 1e3:.2f}"]
-                           + [f"{p} {r[p]['run_us'] / 1e3:.2f}" for p in peers]
-                           + [f"OpenVINO failed: `{r['OpenVINO']['error']}`" for _ in [0] if "error" in r.get("OpenVINO", {})])
+        totals = [f"ModelRunner {r['ours']['run_us'] / 1e3:.2f}"] + [f"{p} {r[p]['run_us'] / 1e3:.2f}" for p in peers]
+        if "error" in r.get("OpenVINO", {}):
+            totals.append(f"OpenVINO failed: `{r['OpenVINO']['error']}`")
         rows = []
         for i, c in enumerate(r["classes"]):
             if i >= top and not c["flagged"]:
@@ -225,7 +226,7 @@ def op_class_section(rows_in, top=8) -> List[str]:
             rows.append(cells)
         flagged = [c["class"] + " (" + ", ".join(f"{p} {c['ratios'][p]:.1f}×" for p in c["flagged"]) + ")"
                    for c in r["classes"] if c["flagged"]]
-        out += [f"**{r['label']} batch {r['batch']}** — profiled run ms: {totals}. Flagged: "
+        out += [f"**{r['label']} batch {r['batch']}** — profiled run ms: {', '.join(totals)}. Flagged: "
                 + (", ".join(flagged) if flagged else "none"), ""]
         out += _table(["op class", "ours ms", "share"] + [x for p in peers for x in (f"{p} ms", "ratio")],
                       ["---", "---:", "---:"] + ["---:"] * (2 * len(peers)), rows) + [""]
