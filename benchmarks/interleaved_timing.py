@@ -7,7 +7,7 @@ intra-op workers spin for a while after a call (ours 200 µs, onnxruntime's and 
 similar), and without the pause that spinning would steal the next contender's cores.
 """
 import time
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Tuple
 
 import numpy as np
 
@@ -38,3 +38,40 @@ def summary(seconds: List[float]) -> Dict[str, float]:
     a = np.asarray(seconds) * 1e3
     return {"median_ms": float(np.median(a)), "p90_ms": float(np.percentile(a, 90)),
             "p99_ms": float(np.percentile(a, 99)), "min_ms": float(a.min()), "iterations": int(a.size)}
+
+
+def block_schedule(names: List[str], runs: int, rounds: int) -> List[Tuple[str, int]]:
+    """The order of block timing: `rounds` rounds, each a block of `runs` consecutive calls of
+    every contender, the order rotated by one each round (no contender always follows the same
+    one)."""
+    order = []
+    for r in range(rounds):
+        shift = r % len(names)
+        order += [(name, runs) for name in names[shift:] + names[:shift]]
+    return order
+
+
+def runs_per_block(seconds_per_call: Dict[str, float], rounds: int, budget_s: float, max_runs: int = 20,
+                   min_runs: int = 5) -> int:
+    """As many runs per block (at most max_runs) as fit `budget_s` for all rounds, given each
+    contender's estimated seconds per call; never fewer than min_runs."""
+    per_run_of_all = sum(seconds_per_call.values()) * rounds
+    fit = int(budget_s / per_run_of_all) if per_run_of_all > 0 else max_runs
+    return max(min_runs, min(max_runs, fit))
+
+
+def blocks(contenders: Dict[str, Callable[[], object]], runs: int, rounds: int,
+           discard: int = 1) -> Dict[str, List[float]]:
+    """Seconds per call of each contender timed in blocks of consecutive calls (block_schedule),
+    each runtime at its own settings: nothing else runs between the calls of a block, so a
+    runtime's spinning workers help it rather than slow a neighbour. The first `discard` calls of
+    every block are untimed: the block before left the caches (and, spinning, the cores) to
+    another runtime."""
+    samples = {name: [] for name in contenders}
+    for name, count in block_schedule(list(contenders), runs + discard, rounds):
+        for i in range(count):
+            t0 = time.perf_counter()
+            contenders[name]()
+            if i >= discard:
+                samples[name].append(time.perf_counter() - t0)
+    return samples

@@ -6,6 +6,9 @@ do one inference on a fixed input and leave the outputs where `outputs()` finds 
 - onnxruntime: the same model in standard ONNX (model_suite.standard_onnx), CPU provider, threads =
   ours, inter-op 1, sequential execution, outputs bound to preallocated arrays (IOBinding), so
   neither side allocates on the timed path.
+- OpenVINO: the same standard ONNX file through OpenVINO's ONNX reader on its CPU plugin
+  (openvino_peer.py: latency hint, one stream, threads = ours, precision pinned, thread pinning
+  as asked), the input tensor sharing the fixed input's memory.
 - TensorFlow: the Keras model as a tf.function (intra-op threads = ours, inter-op 1).
 """
 import dataclasses
@@ -31,9 +34,10 @@ def modelrunner(name: str, executable, x: np.ndarray) -> Contender:
                      lambda: {k: v.astype(np.float32) for k, v in outs.items()})
 
 
-def onnxruntime_session(name: str, model, x: np.ndarray, threads: int, optimization_level=None) -> Contender:
+def onnxruntime_session(name: str, model, x: np.ndarray, threads: int, optimization_level=None,
+                        spinning: bool = False) -> Contender:
     from onnxruntime_peer import cpu_session
-    session = cpu_session(model, threads, optimization_level)
+    session = cpu_session(model, threads, optimization_level, spinning=spinning)
     (inp,) = session.get_inputs()
     feed = np.ascontiguousarray(x.astype(_ORT_TYPES[inp.type]))
     binding = session.io_binding()
@@ -46,6 +50,30 @@ def onnxruntime_session(name: str, model, x: np.ndarray, threads: int, optimizat
         session.run_with_iobinding(binding)
 
     return Contender(name, call, lambda: {k: v.astype(np.float32) for k, v in outs.items()})
+
+
+def openvino_model(name: str, onnx_path: str, x: np.ndarray, threads: int, precision: str = "fp32",
+                   pinning=None) -> Contender:
+    import onnx
+    import openvino as ov
+    from openvino_peer import compiled_model
+    compiled = compiled_model(onnx_path, threads, precision, pinning=pinning)
+    request = compiled.create_infer_request()
+    (inp,) = compiled.inputs
+    feed = np.ascontiguousarray(x.astype(inp.get_element_type().to_dtype()))
+    request.set_input_tensor(ov.Tensor(feed, shared_memory=True))
+    wanted = {o.name for o in onnx.load(onnx_path, load_external_data=False).graph.output}
+    names = [next((n for n in sorted(o.get_names()) if n in wanted), sorted(o.get_names())[0]) for o in compiled.outputs]
+
+    def call(_feed=feed):  # the shared tensor points into `feed`: the call keeps it alive
+        request.infer()
+
+    def outputs():
+        return {n: request.get_output_tensor(i).data.astype(np.float32) for i, n in enumerate(names)}
+
+    contender = Contender(name, call, outputs)
+    contender.compiled = compiled  # effective_settings() for the report
+    return contender
 
 
 _ORT_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(int32)": np.int32,

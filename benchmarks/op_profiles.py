@@ -1,47 +1,65 @@
-"""Where the time of one inference goes, per op type, for bench_models.py's "profile" part:
-ModelRunner's per-op profiler (RuntimeConfig(profile=True), ModelRunner.profile()) next to
-onnxruntime's (SessionOptions.enable_profiling: "Node" events of its JSON trace). Op types
-differ where onnxruntime fuses (FusedConv = Conv + activation, FusedMatMul...), so compare
-families, not names. Times are microseconds per run, averaged over `iters` profiled runs.
-Convolutions are also split by kind (depthwise, 1x1, kxk), found from the node's weight
-shape and group in the model each runtime ran; nodes that cannot be matched count as "other"."""
+"""Where the time of one inference goes, per op type and per op class (op_classes.py), for
+bench_models.py's "profile" part: ModelRunner's per-op profiler (RuntimeConfig(profile=True),
+ModelRunner.profile()) next to onnxruntime's (SessionOptions.enable_profiling: "Node" events of
+its JSON trace) and OpenVINO's (PERF_COUNT: the infer request's get_profiling_info(), per
+executed layer). Op types differ where a runtime fuses (FusedConv = Conv + activation,
+FusedMatMul, OpenVINO's Subgraph...), so compare classes, not names. Times are microseconds per
+run, averaged over `iters` profiled runs. Convolutions are classed by kind and kernel size,
+found from the node's weight shape in the model each runtime ran (onnxruntime reports the shapes;
+OpenVINO's layers are matched to the ONNX node they came from by name)."""
 import collections
 import copy
 import json
 import os
 import tempfile
-from typing import Dict
+from typing import Dict, Optional
 
 import numpy as np
 
+from op_classes import by_class, conv_kind, op_class
+
 
 def conv_kinds(model) -> Dict[str, str]:
-    """{node name: "depthwise" | "1x1" | "kxk"} for the Conv-like nodes of `model`."""
+    """{node name: conv_kind} for the Conv-like nodes of `model`, named by node and by output,
+    and for the elementwise nodes right after one (OpenVINO names a convolution it fused with its
+    BatchNorm Mul or activation after that last node)."""
     shapes = {t.name: tuple(t.dims) for t in model.graph.initializer}
-    kinds = {}
-    for node in model.graph.node:
-        if "Conv" not in node.op_type or len(node.input) < 2 or node.input[1] not in shapes:
+    kinds, by_output = {}, {}
+    for node in model.graph.node:  # topological order: a producer's kind is known before its consumers
+        if "Conv" in node.op_type and len(node.input) >= 2 and node.input[1] in shapes:
+            kind = conv_kind(shapes[node.input[1]])
+        elif op_class(node.op_type) == "Elementwise":
+            kind = next((by_output[i] for i in node.input if i in by_output), None)
+        else:
             continue
-        kinds[node.name] = conv_kind(shapes[node.input[1]])
+        if kind is None:
+            continue
+        kinds[node.name] = kind
+        for out in node.output:
+            by_output[out] = kinds[out] = kind
     return kinds
 
 
-def conv_kind(weight) -> str:
-    """From the weight shape [C_out, C_in / group, k...]: one input channel per output channel
-    with a spatial kernel is depthwise (the only grouped convs in these networks)."""
-    if all(k == 1 for k in weight[2:]):
-        return "1x1"
-    return "depthwise" if weight[1] == 1 else "kxk"
+def kind_of_layer(layer_name: str, kinds: Dict[str, str]) -> Optional[str]:
+    """The conv kind of an OpenVINO layer: its friendly name is the ONNX node's (or output's)
+    name (conv_kinds: or the elementwise node it fused), with "/WithoutBiases"-style suffixes
+    where the plugin split the node."""
+    name = layer_name
+    while name:
+        if name in kinds:
+            return kinds[name]
+        if "/" not in name:
+            return None
+        name = name.rsplit("/", 1)[0]
+    return None
 
 
-def _by_conv_kind(times_by_node: Dict[str, float], kinds: Dict[str, str]) -> Dict[str, float]:
-    out = collections.Counter()
-    for node, us in times_by_node.items():
-        out[kinds.get(node, "other")] += us
-    return dict(out.most_common())
+def _convs_by_kind(by_class_us: Dict[str, float]) -> Dict[str, float]:
+    return {cls[len("Conv "):]: us for cls, us in by_class_us.items() if cls.startswith("Conv ")}
 
 
 def modelrunner_by_op(executable, x: np.ndarray, iters: int, model=None) -> Dict[str, object]:
+    """`model`: the converted ONNX model the PopEF was lowered from (its node names are our steps')."""
     from tf_popef_op.runtime import ModelRunner, RuntimeConfig
     runner = ModelRunner(executable, RuntimeConfig(profile=True))
     (anchor,) = runner.get_execute_inputs()
@@ -51,16 +69,18 @@ def modelrunner_by_op(executable, x: np.ndarray, iters: int, model=None) -> Dict
     runner.reset_profile()
     for _ in range(iters):
         runner.execute(feed, outs)
-    by_op, conv_nodes = collections.Counter(), collections.Counter()
+    kinds = conv_kinds(model) if model is not None else {}
+    by_op, classes = collections.Counter(), []
     for e in runner.profile():
-        by_op[e["op"]] += e["total_us"] / iters
-        if "Conv" in e["op"]:
-            conv_nodes[e["node"]] += e["total_us"] / iters
+        us = e["total_us"] / iters
+        by_op[e["op"]] += us
+        classes.append((op_class(e["op"], kinds.get(e["node"])), us))
     summary = runner.profile_summary()
     runs = summary.get("runs") or iters
-    return {"by_op_us": dict(by_op.most_common()), "run_us": summary["run_us"] / runs,
+    by_class_us = by_class(classes)
+    return {"by_op_us": dict(by_op.most_common()), "by_class_us": by_class_us, "run_us": summary["run_us"] / runs,
             "dispatch_us": summary["dispatch_us"] / runs, "kernel_calls": summary["kernel_calls"] / runs,
-            "conv_by_kind_us": _by_conv_kind(conv_nodes, conv_kinds(model)) if model is not None else {}}
+            "conv_by_kind_us": _convs_by_kind(by_class_us)}
 
 
 def onnxruntime_by_op(model, x: np.ndarray, threads: int, iters: int) -> Dict[str, object]:
@@ -82,17 +102,49 @@ def onnxruntime_by_op(model, x: np.ndarray, threads: int, iters: int) -> Dict[st
             session.run(None, feed)
         with open(session.end_profiling()) as f:
             events = json.load(f)
-    by_op, by_kind = collections.Counter(), collections.Counter()
+    by_op, classes = collections.Counter(), []
     runs = [e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"][1:]  # first = warm-up
     if not runs:
-        return {"by_op_us": {}, "run_us": float("nan")}
+        return {"by_op_us": {}, "by_class_us": {}, "run_us": float("nan"), "conv_by_kind_us": {}}
     first_timed = runs[0]["ts"]
     for e in events:
         if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time") and e["ts"] >= first_timed:
-            by_op[e["args"]["op_name"]] += e["dur"] / len(runs)
+            op, us = e["args"]["op_name"], e["dur"] / len(runs)
+            by_op[op] += us
             shapes = [next(iter(t.values())) for t in e["args"].get("input_type_shape", [])]
-            if "Conv" in e["args"]["op_name"] and len(shapes) > 1 and len(shapes[1]) >= 3:
-                # onnxruntime renames the nodes it rewrites (NCHWc...): classify by weight shape
-                by_kind[conv_kind(shapes[1])] += e["dur"] / len(runs)
-    return {"by_op_us": dict(by_op.most_common()), "run_us": sum(r["dur"] for r in runs) / len(runs),
-            "conv_by_kind_us": dict(by_kind.most_common())}
+            # onnxruntime renames the nodes it rewrites (NCHWc...): classify by weight shape
+            kind = conv_kind(shapes[1]) if "Conv" in op and len(shapes) > 1 and len(shapes[1]) >= 3 else None
+            classes.append((op_class(op, kind), us))
+    by_class_us = by_class(classes)
+    return {"by_op_us": dict(by_op.most_common()), "by_class_us": by_class_us,
+            "run_us": sum(r["dur"] for r in runs) / len(runs), "conv_by_kind_us": _convs_by_kind(by_class_us)}
+
+
+def openvino_by_op(onnx_path: str, model, x: np.ndarray, threads: int, iters: int) -> Dict[str, object]:
+    """OpenVINO fp32 (openvino_peer.compiled_model with PERF_COUNT on) on the standard ONNX file
+    at `onnx_path`; `model`: that file's ONNX model, for the conv kinds."""
+    import openvino as ov
+    from openvino_peer import compiled_model
+    compiled = compiled_model(onnx_path, threads, "fp32", profile=True)
+    request = compiled.create_infer_request()
+    (inp,) = compiled.inputs
+    feed = np.ascontiguousarray(x.astype(inp.get_element_type().to_dtype()))
+    request.infer({0: feed})
+    kinds = conv_kinds(model)
+    by_op, classes, run_us = collections.Counter(), [], 0.0
+    for _ in range(iters):
+        request.infer({0: feed})
+        run_us += request.latency * 1e3 / iters  # ms of the last inference
+        for layer in request.get_profiling_info():
+            if layer.status != ov.ProfilingInfo.Status.EXECUTED:
+                continue  # fused into another layer, or a constant / parameter
+            us = layer.real_time.total_seconds() * 1e6 / iters
+            by_op[layer.node_type] += us
+            kind = None
+            if "Conv" in layer.node_type:
+                kind = kind_of_layer(layer.node_name, kinds) or ("depthwise (kernel unknown)"
+                                                                 if "_dw" in layer.exec_type else None)
+            classes.append((op_class(layer.node_type, kind), us))
+    by_class_us = by_class(classes)
+    return {"by_op_us": dict(by_op.most_common()), "by_class_us": by_class_us, "run_us": run_us,
+            "conv_by_kind_us": _convs_by_kind(by_class_us)}

@@ -1,7 +1,10 @@
 """bench_models.py's results as markdown tables (the format of docs/benchmarks.md)."""
 from typing import List
 
+import peer_verdict
+
 FP32_TARGET = 1.5       # target: every fp32 cell within 1.5x onnxruntime's median latency
+FP32_MAX_REL = 1e-4     # tests/models/architecture_checks.py's fp32 tolerance (there against TensorFlow)
 PEAK_TARGET = 0.70      # target: ResNet50 batch 8 at >= 70 % of the measured sgemm peak
 
 
@@ -20,7 +23,8 @@ def _worst_error(errors: dict) -> float:
 def header(r) -> List[str]:
     m = r["machine"]
     return [f"`{r['command']}` — {m['date_utc']}, {m['cpu']}, {m['cores']} cores, {m['threads']} threads for "
-            f"every runtime, onnxruntime {r['versions']['onnxruntime']}, TensorFlow {r['versions']['tensorflow']}, "
+            f"every runtime, onnxruntime {r['versions']['onnxruntime']}, OpenVINO {r['versions'].get('openvino', '—')}, "
+            f"TensorFlow {r['versions']['tensorflow']}, "
             f"load average {m['load_average_start'][0]:.1f} at the start, {m.get('load_average_end', [0])[0]:.1f} at "
             f"the end, {r.get('wall_s', 0) / 60:.1f} min" + (" (**--quick: small models, not results**)" if r["quick"] else "")]
 
@@ -34,6 +38,7 @@ def peak_section(p) -> List[str]:
 
 
 def latency_section(cells, peak) -> List[str]:
+    cells = [c for c in cells if not c.get("failed")]  # failure rows: peers_section
     rows = []
     for c in cells:
         ort16 = _ms(c["onnxruntime_fp16"]) if c["onnxruntime_fp16"] else "does not run"
@@ -84,6 +89,77 @@ def latency_section(cells, peak) -> List[str]:
     return out
 
 
+def _mode_ms(s):
+    return "—" if not s else f"{s['median_ms']:.2f}"
+
+
+def peers_section(cells) -> List[str]:
+    """Our median against onnxruntime and OpenVINO (fp32 models) in both timing modes, the best
+    peer figure and the ratio the cell's target applies to; failure rows name the error."""
+    rows, failures = [], []
+    fp32_ms = {(c["model"], c["batch"]): c["ours"]["median_ms"] for c in cells
+               if not c.get("failed") and c["precision"] == "fp32"}
+    for c in cells:
+        if c.get("failed"):
+            if c["precision"] == "fp32":
+                failures.append(f"- **{c['label']} batch {c['batch']}: FAILED** — `{c['failed']}`")
+            rows.append([c["label"], str(c["batch"]), c["precision"]] + ["—"] * 9 + ["**failed**", "—", "—"])
+            continue
+        b, v = c.get("blocks") or {}, c["best_peer"]
+        limit = peer_verdict.target(c["model"], c["precision"])
+        ok = peer_verdict.meets(v["ratio"], limit)
+        low = c.get("openvino_low")
+        low_as = (c.get("openvino_low_settings") or {}).get("INFERENCE_PRECISION_HINT", "?")
+        faster16 = ("✓" if c["ours"]["median_ms"] < fp32_ms[(c["model"], c["batch"])] else "✗") \
+            if c["precision"] == "fp16" else ""
+        by_mode = ", ".join(f"{m} {r:.2f}" for m, r in v["by_mode"].items())
+        rows.append([c["label"], str(c["batch"]), c["precision"],
+                     _mode_ms(c["ours"]), _mode_ms(b.get(f"ModelRunner {c['precision']}")),
+                     _mode_ms(c["onnxruntime_fp32"]), _mode_ms(b.get("onnxruntime fp32")),
+                     _mode_ms(c.get("openvino_fp32")) if c.get("openvino_fp32") else "does not run",
+                     _mode_ms(b.get("OpenVINO fp32")),
+                     f"{_mode_ms(low)} ({low_as})" if low else "—",
+                     f"{v['peer']} ({v['peer_mode']}) {v['peer_ms']:.2f}",
+                     f"**{v['ratio']:.2f}** ({by_mode})",
+                     "—" if limit is None else f"≤ {limit:.2f} {'✓' if ok else '✗'}", faster16])
+    out = _table(["model", "batch", "precision", "ours interleaved", "ours blocks", "onnxruntime fp32 interleaved",
+                  "onnxruntime fp32 blocks", "OpenVINO fp32 interleaved", "OpenVINO fp32 blocks",
+                  "OpenVINO fp16 hint (runs as)", "best peer (mode) ms", "ratio to best peer (by mode)", "target",
+                  "fp16 faster than fp32"],
+                 ["---", "---:", "---"] + ["---:"] * 7 + ["---", "---:", "---", "---"], rows)
+    out += ["", "Median ms. Interleaved: every contender once per iteration, rotated, 5 ms apart, onnxruntime's "
+            "spinning off. Blocks: consecutive runs of one runtime, then the next, rotated over the rounds, each "
+            "peer at its defaults (onnxruntime spinning on); each block's first run untimed. The ratio is our "
+            "better median over the two modes to the best fp32 peer median in either mode (per mode: ours / "
+            "that mode's best peer). Targets: the tuned networks ≤ "
+            f"{peer_verdict.TUNED_TARGET} in every cell, the other families ≤ {peer_verdict.FAMILY_TARGET} in "
+            "fp32. The OpenVINO fp16-hint column is information, not a peer: the precision it resolved to is in "
+            "brackets."]
+    sample = next((c for c in cells if c.get("openvino_settings")), None)
+    if sample:
+        out += ["", "OpenVINO CPU plugin settings as compiled: " + ", ".join(
+            f"{k}={v}" for k, v in sample["openvino_settings"].items()) + "."]
+    blocks = next((c["blocks"] for c in cells if c.get("blocks")), None)
+    if blocks:
+        runs = sorted({c["blocks"]["_runs_per_block"] for c in cells if c.get("blocks")})
+        out += [f"Blocks: {blocks['_rounds']} rounds, {'/'.join(map(str, runs))} timed runs per block (fewer on "
+                "the slower cells, to fit the time budget)."]
+    errors = {(c["label"], c["batch"], c["precision"]): c for c in cells if not c.get("failed")}
+    wrong = [f"{label} b{batch} {p}: max rel {_worst_error(c['errors_vs_onnxruntime_fp32']['ours']):.1e}"
+             for (label, batch, p), c in errors.items()
+             if p == "fp32" and _worst_error(c["errors_vs_onnxruntime_fp32"]["ours"]) > FP32_MAX_REL]
+    out += ["", f"fp32 outputs vs onnxruntime fp32 above {FP32_MAX_REL:.0e} max rel: "
+            + ("; ".join(wrong) if wrong else "none") + "."]
+    ov = [f"{label} b{batch}: {_worst_error(c['errors_vs_onnxruntime_fp32']['openvino_fp32']):.1e}"
+          for (label, batch, p), c in errors.items()
+          if p == "fp32" and "openvino_fp32" in c["errors_vs_onnxruntime_fp32"]]
+    if ov:
+        out += ["OpenVINO fp32 max rel error vs onnxruntime fp32: " + "; ".join(ov) + "."]
+    peer_failures = sorted({f"{k}: `{v}`" for c in cells for k, v in (c.get("peer_errors") or {}).items()})
+    out += [f"Peer does not run: {f}" for f in peer_failures]
+    return out + ([""] + failures if failures else [])
+
+
 def batching_section(b) -> List[str]:
     rows = [[name, str(v["clients"]), f"{v['requests_per_s']:.1f}", f"{v['p50_ms']:.2f}", f"{v['p99_ms']:.2f}", str(v["requests"])]
             for name, v in b.items() if not name.startswith("_")]
@@ -96,8 +172,9 @@ def batching_section(b) -> List[str]:
 
 
 def compile_section(compiles) -> List[str]:
-    rows = [[c["label"], str(c["batch"]), c["precision"], "reused" if c["compile_s"] is None else f"{c['compile_s']:.2f}"]
-            for c in compiles]
+    rows = [[c["label"], str(c["batch"]), c["precision"],
+             f"**failed**: `{c['failed']}`" if c.get("failed") else
+             "reused" if c["compile_s"] is None else f"{c['compile_s']:.2f}"] for c in compiles]
     out = _table(["model", "batch", "precision", "ONNX → PopEF s"], ["---", "---:", "---", "---:"], rows)
     detailed = next((c for c in compiles if c["model"] == "resnet50" and c["precision"] == "fp32" and c["stages"]),
                     next((c for c in compiles if c["stages"]), None))
@@ -121,7 +198,43 @@ def memory_section(rows_in) -> List[str]:
                       "model's share MB"], ["---", "---:", "---", "---:", "---:", "---:", "---:", "---:", "---:"], rows))
 
 
+def op_class_section(rows_in, top=8) -> List[str]:
+    """Per model and batch, our profiled time per op class against onnxruntime's and OpenVINO's,
+    the ratios, and the classes flagged above the limit."""
+    out = [f"fp32, profiled ms per run by op class (op_classes.py); ✗ marks a class above "
+           f"{peer_verdict.OP_CLASS_LIMIT}× the peer's time for it that holds ≥ {peer_verdict.OP_CLASS_MIN_SHARE:.0%} "
+           "of our run. A class a peer "
+           "shows no time for was fused by it into a neighbour (OpenVINO folds activations and elementwise "
+           f"chains into its convolutions). The top {top} classes of ours and every flagged one are listed.", ""]
+    for r in rows_in:
+        if r.get("failed"):
+            out += [f"**{r['label']} batch {r['batch']}**: failed — `{r['failed']}`", ""]
+            continue
+        peers = [p for p in ("onnxruntime", "OpenVINO") if "by_class_us" in r.get(p, {})]
+        totals = [f"ModelRunner {r['ours']['run_us'] / 1e3:.2f}"] + [f"{p} {r[p]['run_us'] / 1e3:.2f}" for p in peers]
+        if "error" in r.get("OpenVINO", {}):
+            totals.append(f"OpenVINO failed: `{r['OpenVINO']['error']}`")
+        rows = []
+        for i, c in enumerate(r["classes"]):
+            if i >= top and not c["flagged"]:
+                continue
+            cells = [c["class"], f"{c['ours_us'] / 1e3:.2f}", f"{100 * c['share']:.0f} %"]
+            for p in peers:
+                ratio = c["ratios"].get(p)
+                cells += [f"{c['peers_us'][p] / 1e3:.2f}",
+                          "—" if ratio is None else f"{ratio:.2f}" + (" ✗" if p in c["flagged"] else "")]
+            rows.append(cells)
+        flagged = [c["class"] + " (" + ", ".join(f"{p} {c['ratios'][p]:.1f}×" for p in c["flagged"]) + ")"
+                   for c in r["classes"] if c["flagged"]]
+        out += [f"**{r['label']} batch {r['batch']}** — profiled run ms: {', '.join(totals)}. Flagged: "
+                + (", ".join(flagged) if flagged else "none"), ""]
+        out += _table(["op class", "ours ms", "share"] + [x for p in peers for x in (f"{p} ms", "ratio")],
+                      ["---", "---:", "---:"] + ["---:"] * (2 * len(peers)), rows) + [""]
+    return out
+
+
 def profile_section(rows_in, top=5) -> List[str]:
+    rows_in = [r for r in rows_in if not r.get("failed")]
     def ops(by_op, run_us):
         return ", ".join(f"{op} {us / 1e3:.1f} ({100 * us / run_us:.0f} %)" for op, us in list(by_op.items())[:top])
     rows = [[r["label"], str(r["batch"]), f"{r['ours']['run_us'] / 1e3:.1f}", ops(r["ours"]["by_op_us"], r["ours"]["run_us"]),
@@ -151,7 +264,9 @@ def markdown(r) -> str:
     if "peak" in r:
         out += peak_section(r["peak"]) + [""]
     if "cells" in r:
-        out += ["### Latency: ModelRunner vs onnxruntime vs TensorFlow", ""] + latency_section(r["cells"], r.get("peak")) + [""]
+        out += ["### Latency against the best peer: onnxruntime and OpenVINO, interleaved and in blocks", ""]
+        out += peers_section(r["cells"]) + [""]
+        out += ["### Latency: ModelRunner vs onnxruntime vs TensorFlow (interleaved)", ""] + latency_section(r["cells"], r.get("peak")) + [""]
     if "batching" in r:
         out += ["### Cross-request batching", ""] + batching_section(r["batching"]) + [""]
     if "compile" in r:
@@ -160,4 +275,5 @@ def markdown(r) -> str:
         out += ["### PopEF load time and peak resident memory", ""] + memory_section(r["memory"]) + [""]
     if r.get("profile"):
         out += ["### Where the time goes (per-op profiles)", ""] + profile_section(r["profile"]) + [""]
+        out += ["### Op classes against the peers", ""] + op_class_section(r["profile"]) + [""]
     return "\n".join(out)

@@ -79,3 +79,37 @@ def test_peak_from_samples_takes_the_better_median_of_the_peak_contenders_only()
     assert peak["by"]["onnxruntime"]["best_gflops"] == pytest.approx(2.0)
     with pytest.raises(ValueError, match="no 'sgemm peak: ' contender"):
         peak_from_samples({"ModelRunner fp32": [0.001]}, n, threads=2)
+
+
+def test_block_schedule_rotates_the_order_each_round():
+    from interleaved_timing import block_schedule
+    assert block_schedule(["a", "b", "c"], runs=20, rounds=4) == [
+        ("a", 20), ("b", 20), ("c", 20), ("b", 20), ("c", 20), ("a", 20),
+        ("c", 20), ("a", 20), ("b", 20), ("a", 20), ("b", 20), ("c", 20)]
+
+
+def test_runs_per_block_fit_the_budget_within_bounds():
+    from interleaved_timing import runs_per_block
+    # 3 rounds x (0.01 + 0.02) s per run of all = 0.09 s: 1.8 s of budget holds 20 runs
+    assert runs_per_block({"a": 0.01, "b": 0.02}, rounds=3, budget_s=1.8) == 20
+    assert runs_per_block({"a": 0.01, "b": 0.02}, rounds=3, budget_s=0.9) == 10
+    assert runs_per_block({"a": 0.01, "b": 0.02}, rounds=3, budget_s=100.0) == 20   # at most max_runs
+    assert runs_per_block({"a": 1.0, "b": 2.0}, rounds=3, budget_s=1.0) == 5          # never under min_runs
+    assert runs_per_block({"a": 1.0}, rounds=1, budget_s=1.0, max_runs=4, min_runs=2) == 2
+
+
+def test_blocks_run_consecutively_and_drop_each_blocks_first_call():
+    from interleaved_timing import blocks
+    calls = []
+    samples = blocks({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, runs=2, rounds=2)
+    assert calls == ["a"] * 3 + ["b"] * 3 + ["b"] * 3 + ["a"] * 3  # 1 untimed + 2 timed per block
+    assert [len(samples["a"]), len(samples["b"])] == [4, 4]
+
+
+def test_graph_inputs_no_node_reads_are_dropped_from_an_export():
+    from model_zoo import drop_unused_inputs
+    model = _model([helper.make_node("Relu", ["X"], ["Y"])], [("X", (1, 3)), ("unknown:0", (1, 3))], ["Y"], [])
+    logged = []
+    drop_unused_inputs(model, logged.append)
+    assert [i.name for i in model.graph.input] == ["X"]
+    assert "unknown:0" in logged[0]

@@ -1,6 +1,8 @@
 """Real architectures built offline (random weights, nothing downloaded) for the model tests and
 benchmarks/bench_keras_architectures.py: Keras applications MobileNetV2 and ResNet50 with
-`weights=None`, and a BERT-style encoder made of standard Keras layers. Each returns logits
+`weights=None`, and a BERT-style encoder made of standard Keras layers; for benchmarks/bench_models.py
+also EfficientNetB0, DenseNet121, ConvNeXtTiny and InceptionV3 (keras.applications, `weights=None`)
+and a ViT-style encoder. Each returns logits
 (no softmax), and BatchNormalization statistics are calibrated on sample data first: with
 random weights and the default statistics (mean 0, variance 1) activations grow or collapse
 through the depth, and MobileNetV2's softmax comes out exactly uniform, so a wrong kernel
@@ -32,6 +34,53 @@ def mobilenet_v2(image_size=96, alpha=0.35, classes=1000):
 def resnet50(image_size=64, classes=1000):
     return keras.applications.ResNet50(input_shape=(image_size, image_size, 3), weights=None, classes=classes,
                                        classifier_activation=None)
+
+
+def efficientnet_b0(image_size=224, classes=1000):
+    return keras.applications.EfficientNetB0(input_shape=(image_size, image_size, 3), weights=None, classes=classes,
+                                             classifier_activation=None)
+
+
+def densenet121(image_size=224, classes=1000):
+    return keras.applications.DenseNet121(input_shape=(image_size, image_size, 3), weights=None, classes=classes,
+                                          classifier_activation=None)
+
+
+def convnext_tiny(image_size=224, classes=1000):
+    return keras.applications.ConvNeXtTiny(input_shape=(image_size, image_size, 3), weights=None, classes=classes,
+                                           classifier_activation=None)
+
+
+def inception_v3(image_size=299, classes=1000):
+    return keras.applications.InceptionV3(input_shape=(image_size, image_size, 3), weights=None, classes=classes,
+                                          classifier_activation=None)
+
+
+@keras.saving.register_keras_serializable(package="tf_popef_tests")
+class AddPositionEmbedding(L.Layer):
+    """ViT's learned position embedding, added to the patch tokens."""
+
+    def build(self, input_shape):
+        self.positions = self.add_weight(shape=tuple(input_shape[1:]), initializer=keras.initializers.RandomNormal(0.02),
+                                         name="positions")
+
+    def call(self, tokens):
+        return tokens + self.positions
+
+
+def vit_encoder(image_size=224, patch=16, layers=12, hidden=192, heads=3, mlp=768, classes=1000):
+    """Pre-LayerNorm vision transformer (ViT-Tiny's sizes by default): a strided-conv patch
+    embedding, learned positions, encoder blocks, mean-pooled tokens into the classifier."""
+    images = keras.Input((image_size, image_size, 3))
+    h = L.Conv2D(hidden, patch, strides=patch)(images)
+    h = AddPositionEmbedding()(L.Reshape(((image_size // patch) ** 2, hidden))(h))
+    for i in range(layers):
+        x = L.LayerNormalization(epsilon=1e-6)(h)
+        h = L.Add()([h, L.MultiHeadAttention(heads, hidden // heads, name=f"attention_{i}")(x, x)])
+        x = L.LayerNormalization(epsilon=1e-6)(h)
+        h = L.Add()([h, L.Dense(hidden)(L.Dense(mlp, activation="gelu")(x))])
+    pooled = L.GlobalAveragePooling1D()(L.LayerNormalization(epsilon=1e-6)(h))
+    return keras.Model(images, L.Dense(classes)(pooled))
 
 
 @keras.saving.register_keras_serializable(package="tf_popef_tests")

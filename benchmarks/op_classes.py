@@ -1,0 +1,76 @@
+"""Op classes: the common names under which ModelRunner's, onnxruntime's and OpenVINO's per-op
+profiles are compared. Each runtime names its kernels its own way (NchwcConv / FusedConv /
+Convolution, FusedMatMul / FullyConnected, FusedElementwise / Eltwise / Subgraph...) and fuses
+different neighbours into them (an activation into the convolution before it, a chain of
+elementwise ops into one kernel), so only classes compare: a class is charged with whatever each
+runtime fused into its kernels. Convolutions are split by kind and kernel size (conv_kind), the
+ones the op patterns of the CNN families differ in."""
+import collections
+from typing import Dict, List, Optional
+
+CLASSES = {
+    "MatMul/Gemm": {"MatMul", "FusedMatMul", "Gemm", "FullyConnected", "Einsum", "MatMulInteger", "BatchMatMul"},
+    "Attention (fused)": {"Attention", "MultiHeadAttention", "ScaledDotProductAttention", "FusedAttention"},
+    "Softmax": {"Softmax", "LogSoftmax", "SoftMax"},
+    "Normalization": {"LayerNormalization", "SkipLayerNormalization", "SimplifiedLayerNormalization", "MVN",
+                      "BatchNormalization", "BatchNormInference", "InstanceNormalization", "NormalizeL2"},
+    "Pooling/reduce": {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Pooling", "AvgPool",
+                       "ReduceMean", "ReduceMax", "ReduceSum", "Reduce", "ReduceL2"},
+    "Concat": {"Concat", "Concatenation"},
+    "Layout/copy": {"Transpose", "Reshape", "Reorder", "ReorderInput", "ReorderOutput", "ToNchwc", "FromNchwc",
+                    "Flatten", "Squeeze", "Unsqueeze", "Slice", "Split", "Pad", "Gather", "Expand", "Tile",
+                    "StridedSlice", "Identity", "Cast", "Convert", "Transpose2", "Broadcast", "Shape", "ShapeOf"},
+}
+ELEMENTWISE = {"Add", "Sub", "Mul", "Div", "Relu", "Clip", "Sigmoid", "Tanh", "Erf", "Gelu", "HardSigmoid",
+               "HardSwish", "Swish", "FusedElementwise", "Eltwise", "Subgraph", "BiasGelu", "FastGelu",
+               "QuickGelu", "Sqrt", "Pow", "Exp", "Where", "Less", "Not", "Equal", "Max", "Min", "Neg", "Abs",
+               "Softplus", "LeakyRelu", "PRelu", "Elu", "Sum", "Mean", "Relu6", "Select", "Multiply", "Power",
+               "Greater", "LogicalNot", "Reciprocal", "Mish", "Round", "Floor"}
+_CLASS_OF = {op: cls for cls, ops in CLASSES.items() for op in ops}
+_CLASS_OF.update({op: "Elementwise" for op in ELEMENTWISE})
+
+
+def conv_kind(weight) -> str:
+    """From the weight shape [C_out, C_in / group, k...]: "1x1", "3x3"..., or "depthwise 3x3"...
+    (one input channel per output channel with a spatial kernel: the only grouped convolutions
+    of these networks)."""
+    kernel = "x".join(str(k) for k in weight[2:]) or "1"
+    if all(k == 1 for k in weight[2:]):
+        return kernel
+    return f"depthwise {kernel}" if weight[1] == 1 else kernel
+
+
+def op_class(op: str, conv: Optional[str] = None) -> str:
+    """The class of a profiled op type; `conv`: the convolution's conv_kind where known."""
+    if "Conv" in op or op == "Deconvolution":
+        return f"Conv {conv}" if conv else "Conv (kind unknown)"
+    if op.startswith("Nchwc") and op[len("Nchwc"):] in _CLASS_OF:  # the blocked-layout variant of an op
+        return _CLASS_OF[op[len("Nchwc"):]]
+    return _CLASS_OF.get(op, f"other: {op}")
+
+
+def by_class(entries: List[tuple]) -> Dict[str, float]:
+    """{class: µs} from (class, µs) pairs, largest first."""
+    out = collections.Counter()
+    for cls, us in entries:
+        out[cls] += us
+    return dict(out.most_common())
+
+
+def compare(ours: Dict[str, float], peers: Dict[str, Dict[str, float]], limit: float = 1.5,
+            min_share: float = 0.02) -> List[dict]:
+    """One row per class of ours (largest first), then the classes only peers have: our µs,
+    each peer's µs and our ratio to it, and the peers it is flagged against: ratio above `limit`
+    on a class holding at least `min_share` of our profiled run (smaller ones are within the
+    profilers' noise). A class a side has no time for (it fused that work into another class)
+    gets no ratio."""
+    total = sum(ours.values()) or 1.0
+    peer_only = sorted({cls for by in peers.values() for cls in by} - set(ours),
+                       key=lambda cls: -max(by.get(cls, 0.0) for by in peers.values()))
+    rows = []
+    for cls, us in sorted(ours.items(), key=lambda kv: -kv[1]) + [(cls, 0.0) for cls in peer_only]:
+        ratios = {peer: us / by[cls] for peer, by in peers.items() if by.get(cls, 0) > 0 and us > 0}
+        rows.append({"class": cls, "ours_us": us, "share": us / total,
+                     "peers_us": {peer: by.get(cls, 0.0) for peer, by in peers.items()}, "ratios": ratios,
+                     "flagged": sorted(p for p, r in ratios.items() if r > limit and us / total >= min_share)})
+    return rows
