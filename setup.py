@@ -112,7 +112,7 @@ setup(
     version=_version(),
     description="PopRT-style ONNX -> PopEF compiler, IPU emulator runtime and TF Serving integration",
     python_requires=">=3.9",
-    packages=find_packages(include=["tf_popef_op", "tf_popef_op.*", "compiler", "compiler.*",
+    packages=find_packages(include=["tf_popef_op", "tf_popef_op.*", "compiler", "compiler.*", "popef", "popef.*",
                                     "serving", "serving.*"]),
     ext_modules=[CMakeExtension("tf_popef_op.runtime._runtime", ROOT / "tf_popef_op")],
     cmdclass={"build_ext": CMakeBuild},
@@ -125,7 +125,7 @@ setup(
     entry_points={
         "console_scripts": [
             "popef-compile = compiler.cli:main",
-            "popef_dump = compiler.popef.dump:main",
+            "popef_dump = popef.dump:main",
             "popef-export = serving.export:main",
             "popef-model-server = serving.model_server.server:main",
             "popef-client = serving.client.cli:main",

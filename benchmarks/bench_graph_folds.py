@@ -26,7 +26,7 @@ import onnx  # noqa: E402
 
 from compiler.compiler import compile_converted  # noqa: E402
 from compiler.converter import Converter  # noqa: E402
-from compiler.converter.pipeline import run_kernel_fusions  # noqa: E402
+from compiler.kernel_fusion import run_kernel_fusions  # noqa: E402
 from compiler.options import CompilerOptions  # noqa: E402
 from interleaved_timing import interleaved, summary  # noqa: E402
 from model_contenders import modelrunner, onnxruntime_session  # noqa: E402

@@ -27,8 +27,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from compiler.popef.format import BlobType  # noqa: E402
-from compiler.popef.writer import encode_popef, json_payload  # noqa: E402
+from popef.format import BlobType  # noqa: E402
+from popef.writer import encode_popef, json_payload  # noqa: E402
 from tf_popef_op import runtime  # noqa: E402
 from tf_popef_op.runtime import ModelRunner, RuntimeConfig  # noqa: E402
 

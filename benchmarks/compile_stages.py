@@ -1,7 +1,7 @@
 """ONNX -> PopEF with the wall time of each stage: every converter pass (timed from the
-converter's own "running pass" log records) and the lowering steps of
-compiler/lowering/lower_model.py (timed by wrapping the functions it calls, for this one call
-only; a step the compiler does not have is not reported)."""
+converter's own "running pass" log records), the kernel fusion stage (compiler/compiler.py) and
+the lowering steps of compiler/lowering/lower_model.py (timed by wrapping the functions they
+call, for this one call only; a step the compiler does not have is not reported)."""
 import contextlib
 import importlib
 import logging
@@ -10,7 +10,10 @@ from typing import Dict, List, Tuple
 
 import onnx
 
-_LOWERING_STEPS = ("lower_graph", "plan_arena", "check_device_memory", "emit_popef")
+# (module, function it calls) for each timed step after conversion, in order.
+_LOWERING_STEPS = (("compiler.compiler", "apply_kernel_fusion"),
+                   *(("compiler.lowering.lower_model", name)
+                     for name in ("lower_graph", "plan_arena", "check_device_memory", "emit_popef")))
 
 
 class _PassClock(logging.Handler):
@@ -26,8 +29,11 @@ class _PassClock(logging.Handler):
 @contextlib.contextmanager
 def _timed_lowering(stages: Dict[str, float]):
     # (compiler.lowering re-exports the function lower_model under the module's name)
-    module = importlib.import_module("compiler.lowering.lower_model")
-    originals = {name: getattr(module, name) for name in _LOWERING_STEPS if hasattr(module, name)}
+    originals = {}
+    for module_name, name in _LOWERING_STEPS:
+        module = importlib.import_module(module_name)
+        if hasattr(module, name):
+            originals[(module, name)] = getattr(module, name)
 
     def timed(name, fn):
         def wrapper(*args, **kwargs):
@@ -38,12 +44,12 @@ def _timed_lowering(stages: Dict[str, float]):
                 stages[f"lower: {name}"] = stages.get(f"lower: {name}", 0.0) + time.perf_counter() - t0
         return wrapper
 
-    for name, fn in originals.items():
+    for (module, name), fn in originals.items():
         setattr(module, name, timed(name, fn))
     try:
         yield
     finally:
-        for name, fn in originals.items():
+        for (module, name), fn in originals.items():
             setattr(module, name, fn)
 
 

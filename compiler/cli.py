@@ -25,7 +25,7 @@ from compiler.errors import CompileError
 from compiler.executable import Executable
 from compiler.lowering.device_memory import available_bytes
 from compiler.options import CompilerOptions
-from compiler.popef.format import PopefError
+from popef.format import PopefError
 
 EXIT_USER_ERROR = 2
 EXIT_RUN_FAILED = 1

@@ -1,4 +1,6 @@
-"""PopRT's Compiler: ONNX model -> Executable (PopEF bytes).
+"""PopRT's Compiler: ONNX model -> Executable (PopEF bytes). The stages run in one direction:
+frontends (load_model) -> converter (ONNX passes) -> kernel fusion (internal ops) -> lowering
+(program, memory plan, PopEF).
 
 Compiler.compile runs the default converter pipeline first (shape inference, constant folding,
 checks...), so an unconverted model compiles too; the passes are idempotent, so a model already
@@ -11,12 +13,14 @@ import onnx
 from onnx import helper
 
 from compiler.converter import Converter
+from compiler.converter.pipeline import prepare_control_flow_body
 from compiler.errors import CompileError
 from compiler.executable import Executable
 from compiler.fusion import FusionEntry, fuse_models
+from compiler.kernel_fusion import apply_kernel_fusion
 from compiler.lowering import lower_model
-from compiler.onnx_graph.model_io import ModelSource, load_model
-from compiler.onnx_graph.tensor_types import infer_types
+from compiler.frontends.model_loading import ModelSource, load_model
+from compiler.onnx_graph.type_inference import infer_types
 from compiler.options import CompilerOptions
 
 
@@ -49,8 +53,10 @@ class Compiler:
 
 def compile_converted(model: onnx.ModelProto, options: CompilerOptions, model_name: str = "<model>",
                       passes_run: Sequence[str] = (), converter_options: Optional[dict] = None) -> Executable:
-    """Lowers an already converted model (the CLI runs its own converter pipeline)."""
-    lowered = lower_model(model, options.validate(), model_name, passes_run, converter_options)
+    """Kernel fusion and lowering of an already converted model (the CLI runs its own converter
+    pipeline)."""
+    options = options.validate()
+    lowered = lower_model(apply_kernel_fusion(model, options, model_name), options, model_name, passes_run, converter_options, prepare_control_flow_body)
     return Executable(lowered.popef.data)
 
 

@@ -4,7 +4,7 @@ import json
 import os
 from typing import Dict, List, Optional, Union
 
-from compiler.popef.reader import PopefFile
+from popef.reader import PopefFile
 
 
 class Executable:

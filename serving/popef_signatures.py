@@ -1,19 +1,21 @@
 """What a PopEF looks like as serving signatures: one per subgraph, keyed by the original
 models' input/output names, with the anchors, dtypes, shapes and batching the PopefExecute op
-needs. Read from the PopEF alone (Metadata, the Executable's `subgraphs` table and, for fused
-executables, the `fusion` Opaque); no TensorFlow.
+needs. Read from the PopEF (Metadata, the Executable's `subgraphs` table and, for fused
+executables, the `fusion` Opaque) and the runtime's batching plan; no TensorFlow.
 
 A subgraph is batched (its signature has an unknown batch dimension) when dynamic batching is
-asked for, the PopEF has a batch axis, and every anchor of the subgraph carries the batch along
-that axis with the same compiled size: the rule of the runtime's SubgraphBatching::Plan. A
-subgraph that fails it (e.g. the seeds' model0, whose output is reshaped to (2,)) keeps its
-fixed compiled shapes, and `SubgraphSignature.fixed_reason` says why.
+asked for, the PopEF has a batch axis, and the runtime batches it along that axis: a ModelRunner
+of the runtime binding reports its SubgraphBatching::Plan (every anchor carries the batch along
+the axis with one compiled size). A subgraph that fails it (e.g. the seeds' model0, whose output
+is reshaped to (2,)) keeps its fixed compiled shapes, and `SubgraphSignature.fixed_reason` says
+why.
 """
 import dataclasses
 import os
 from typing import Dict, List, Optional
 
-from compiler.popef.reader import PopefFile
+from popef.reader import PopefFile
+from tf_popef_op import runtime
 
 BATCHING_OFF = -1
 
@@ -38,22 +40,13 @@ class SubgraphSignature:
     compiled_batch: int = 0       # rows per execution along batching_dim (0 when not batched)
 
 
-def _batching_blocker(anchors: List[dict], axis: int) -> str:
-    """'' if every anchor carries the batch along `axis` with one compiled size; else why not."""
-    size, size_from = None, None
-    for a in anchors:
-        if a.get("batch_axis", -1) < 0:
-            return f"anchor '{a['name']}' has no batch axis"
-        if len(a["shape"]) <= axis:
-            return f"anchor '{a['name']}' has rank {len(a['shape'])}, so it has no axis {axis}"
-        if size is None:
-            size, size_from = a["shape"][axis], a["name"]
-        elif a["shape"][axis] != size:
-            return (f"anchors '{size_from}' and '{a['name']}' have different sizes along axis {axis} "
-                    f"({size} vs {a['shape'][axis]})")
-    if size is None:
-        return "it has no anchors"
-    return "" if size > 0 else f"its compiled batch size along axis {axis} is 0"
+def _runtime_batching(popef_path: str, batching_dim: int) -> Dict[int, dict]:
+    """The runtime's batching plan of every subgraph (SubgraphBatching::Plan), by subgraph index:
+    the signatures promise exactly what the op's runner will do."""
+    config = runtime.RuntimeConfig()
+    config.batching_dim = batching_dim
+    with runtime.ModelRunner(os.fspath(popef_path), config) as runner:
+        return {sg["index"]: sg for sg in runner.subgraphs}
 
 
 def read_signatures(popef_path: str, dynamic_batching: bool = True) -> List[SubgraphSignature]:
@@ -67,14 +60,15 @@ def read_signatures(popef_path: str, dynamic_batching: bool = True) -> List[Subg
     axis = metadata.get("batch_axis", -1)
     batching_dim = axis if dynamic_batching and axis is not None and axis >= 0 else BATCHING_OFF
 
+    plans = _runtime_batching(popef_path, batching_dim) if batching_dim != BATCHING_OFF else {}
     signatures = []
     for sg in executable["subgraphs"]:
         index = sg["index"]
         origin = fusion_by_index.get(index, {})
         original = {**origin.get("inputs", {}), **origin.get("outputs", {})}
-        own = [anchors[n] for n in sg["inputs"] + sg["outputs"]]
-        reason = _batching_blocker(own, batching_dim) if batching_dim != BATCHING_OFF else ""
-        batched = batching_dim != BATCHING_OFF and not reason
+        plan = plans.get(index, {})
+        batched = bool(plan.get("batched"))
+        reason = plan.get("exact_shapes_reason") or ""
 
         def tensor(name: str) -> TensorSignature:
             a = anchors[name]
@@ -91,7 +85,7 @@ def read_signatures(popef_path: str, dynamic_batching: bool = True) -> List[Subg
         signatures.append(SubgraphSignature(
             name=sg["name"], index=index if fused else -1, inputs=inputs, outputs=outputs,
             batching_dim=batching_dim, batched=batched,
-            compiled_batch=own[0]["shape"][batching_dim] if batched else 0,
+            compiled_batch=plan["run_batch_size"] if batched else 0,
             fixed_reason=(f"subgraph '{sg['name']}' is exported with its fixed compiled shapes and batching off "
                           f"for its signature: {reason}") if reason else ""))
     if not signatures:

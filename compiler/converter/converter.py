@@ -9,7 +9,7 @@ from compiler.converter.context import PassContext
 from compiler.converter.pipeline import resolve_pipeline, run_passes
 from compiler.errors import ConversionError
 from compiler.onnx_graph.graph_edit import opset_version
-from compiler.onnx_graph.model_io import ModelSource, load_model
+from compiler.frontends.model_loading import ModelSource, load_model
 
 
 class Converter:

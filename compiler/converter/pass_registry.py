@@ -1,8 +1,9 @@
 """Registry of converter passes. A pass is a function (or a class whose instances are called)
 `(model, ctx) -> model`, registered with a name, a kind and whether one run reaches a fixed
-point; its docstring's first line is its description (shown by --list_all_passes)."""
+point; its docstring's first line is its description (shown by --list_all_passes). This module
+imports no pass: the pass modules import it, and the packages that hold them
+(compiler/converter/passes, compiler/kernel_fusion/passes) list them."""
 import dataclasses
-import importlib
 from typing import Any, Callable, Dict, List
 
 import onnx
@@ -41,14 +42,7 @@ def register(name: str, kind: str, idempotent: bool = True):
     return decorate
 
 
-def _load_passes() -> None:
-    # The passes package imports every pass module (a readable list); importing it here, not at
-    # module load, avoids a cycle since pass modules import `register` from this module.
-    importlib.import_module("compiler.converter.passes")
-
-
 def get_pass(name: str) -> PassInfo:
-    _load_passes()
     if name not in _PASSES:
         raise UnknownPassError(f"unknown pass '{name}'; known passes: {', '.join(sorted(_PASSES))}")
     return _PASSES[name]
@@ -56,5 +50,4 @@ def get_pass(name: str) -> PassInfo:
 
 def list_all_passes() -> List[PassInfo]:
     """Every registered pass, sorted by name."""
-    _load_passes()
     return [_PASSES[n] for n in sorted(_PASSES)]

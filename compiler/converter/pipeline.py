@@ -1,4 +1,5 @@
-"""The default pass pipeline (the one place its order is written) and the pass manager."""
+"""The default pass pipeline (the one place its order is written), the control-flow body pipeline
+and the pass manager."""
 from typing import List, Optional, Sequence
 
 import onnx
@@ -28,19 +29,9 @@ DEFAULT_PIPELINE: List[str] = [
     "final_check",
 ]
 
-# Passes the compile step runs on the converted model right before lowering (lower_graph):
-# they write the emulator's internal ops (domain ai.tfpopef), so the converter's own output
-# stays standard ONNX that onnxruntime and onnx.reference can run and check.
-KERNEL_FUSION_PIPELINE: List[str] = [
-    "fold_scale_into_matmul",        # attention's scores·(1/√d) Mul -> the query projection's weights
-    "merge_transposes_across_unit_reshape",  # Transpose -> Reshape(size-1 axes) -> Transpose: one Transpose
-    "fuse_layernorm",                # decomposed mean/variance/rsqrt/affine chain -> LayerNormalization
-    "hoist_matmul_reshape",          # MatMul -> Reshape(keeps N) -> epilogue: the Reshape moves to the input
-    "fuse_epilogue",                 # Conv/Gemm/MatMul + bias + sum + activation -> FusedConv/FusedGemm/FusedMatMul
-    "fuse_elementwise_chain",        # what elementwise chains remain -> FusedElementwise (one loop)
-    "to_nchwc_layout",               # conv chains (FusedConv...) -> NCHW8c blocked layout; last: sees the fused ops
-]
-BLOCKED_LAYOUT_PASS = "to_nchwc_layout"  # left out of KERNEL_FUSION_PIPELINE by CompilerOptions.blocked_layout=False
+# The passes that make a control-flow body (If branch, Loop body, as a standalone model) ready
+# for lowering: the compile step hands prepare_control_flow_body to the lowering.
+CONTROL_FLOW_BODY_PIPELINE: List[str] = ["constant_folding", "unroll_control_flow", "shape_inference"]
 
 _MAX_REPEATS = 10
 
@@ -75,10 +66,6 @@ def run_passes(model: onnx.ModelProto, names: Sequence[str], ctx: PassContext) -
     return model
 
 
-def run_kernel_fusions(model: onnx.ModelProto, model_name: str = "<model>",
-                       blocked_layout: bool = True) -> onnx.ModelProto:
-    """KERNEL_FUSION_PIPELINE on a copy of `model` (the caller's model is left as it was);
-    blocked_layout=False leaves out the NCHW8c layout pass."""
-    import copy
-    names = [n for n in KERNEL_FUSION_PIPELINE if blocked_layout or n != BLOCKED_LAYOUT_PASS]
-    return run_passes(copy.deepcopy(model), names, PassContext(model_name=model_name))
+def prepare_control_flow_body(model: onnx.ModelProto, where: str) -> onnx.ModelProto:
+    """CONTROL_FLOW_BODY_PIPELINE on a body model; `where` names it in errors."""
+    return run_passes(model, CONTROL_FLOW_BODY_PIPELINE, PassContext(model_name=where))

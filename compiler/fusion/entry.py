@@ -15,7 +15,7 @@ from compiler.cli_config import FUSION_ENTRY_KEYS, parse_input_shapes
 from compiler.converter.context import PRECISIONS
 from compiler.errors import ConfigError
 from compiler.frontends import is_tensorflow_model
-from compiler.onnx_graph.model_io import ModelSource
+from compiler.frontends.model_loading import ModelSource
 
 # Later a subgraph's name becomes a SavedModel signature name, so keep it to a safe alphabet.
 _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")

@@ -14,12 +14,14 @@ import numpy as np
 import onnx
 
 from compiler.converter import Converter
+from compiler.converter.pipeline import prepare_control_flow_body
 from compiler.errors import CompileError, ConversionError, DeviceMemoryError
 from compiler.executable import Executable
 from compiler.fusion.anchor_names import INDEX_ANCHOR, output_anchor, subgraph_prefix
 from compiler.fusion.entry import FusionEntry, normalize_entries
 from compiler.fusion.fusion_map import FUSION_OPAQUE, SubgraphOrigin, fusion_map
 from compiler.fusion.subgraph_rename import AnchorRename, rename_subgraph
+from compiler.kernel_fusion import apply_kernel_fusion
 from compiler.lowering.device_memory import available_bytes
 from compiler.lowering.ir import LoweredGraph
 from compiler.lowering.lower_graph import lower_graph
@@ -27,7 +29,7 @@ from compiler.lowering.memory_plan import ArenaPlan, plan_arena
 from compiler.lowering.popef_emitter import EmittedPopef, emit_popef
 from compiler.lowering.weights import StoredWeight, WeightStore
 from compiler.onnx_graph.graph_edit import opset_version
-from compiler.onnx_graph.model_io import load_model
+from compiler.frontends.model_loading import load_model
 from compiler.options import CompilerOptions
 from compiler.version import PRODUCER
 
@@ -111,9 +113,8 @@ def _lower_one(index: int, entry: FusionEntry, options: CompilerOptions,
         raise _with_where(e, entry.where) from None
     _check_unique_outputs(model, index, label)
     converted = converter.convert(model)
-    lowered = lower_graph(converted, _SubgraphWeights(weights, subgraph_prefix(index)), label, entry.name,
-                          batch_size, batch_axis, kernel_fusion=options.kernel_fusion,
-                          blocked_layout=options.blocked_layout)
+    lowered = lower_graph(apply_kernel_fusion(converted, options, label), _SubgraphWeights(weights, subgraph_prefix(index)), label, entry.name,
+                          batch_size, batch_axis, prepare_control_flow_body)
     graph, names = rename_subgraph(lowered, index, label)
     origin = SubgraphOrigin(entry.source_label(), entry.precision, opset_version(converted))
     record = {"index": index, "name": entry.name, "source_model": entry.source_label(),

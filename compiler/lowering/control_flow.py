@@ -4,10 +4,10 @@ decided at compile time; what reaches the lowering is decided by a tensor's valu
 
 Each body (If branch, Loop body) becomes a standalone model (onnx_graph/subgraph_model.py) with
 its local tensors renamed `<node>/<role>/<name>` so that they are unique in the LoweredGraph,
-folded (constant_folding, unroll_control_flow for the static control flow it holds, strict shape
-inference) and lowered by the same rules into the sub-program's steps. Tensor names, and so the
-emitted tensor ids, are shared by all programs of a graph: a sub-program reads the enclosing
-program's tensors directly.
+prepared by the compile step's `prepare_body` function (the converter's constant_folding,
+unroll_control_flow for the static control flow it holds, strict shape inference) and lowered by
+the same rules into the sub-program's steps. Tensor names, and so the emitted tensor ids, are
+shared by all programs of a graph: a sub-program reads the enclosing program's tensors directly.
 
 - If: both branches end with a copy of each branch result into the If's output tensor, so the
   If's outputs are written whichever branch runs (their types must agree: static program).
@@ -17,7 +17,7 @@ program's tensors directly.
   tensor or a constant, so results never share bytes with the formal inputs the step copies them
   into). All of these are `pinned`: the memory plan keeps them for the whole body.
 """
-from typing import List, Optional, Sequence, Set
+from typing import Callable, List, Optional, Sequence, Set
 
 import numpy as np
 import onnx
@@ -29,8 +29,9 @@ from compiler.onnx_graph.graph_edit import outer_references
 from compiler.onnx_graph.subgraph_model import body_model, rename_locals, scalar_type
 from compiler.onnx_graph.tensor_types import TensorType
 
-CONTROL_FLOW_OPS = ("If", "Loop")
-_BODY_PASSES = ["constant_folding", "unroll_control_flow", "shape_inference"]
+# (body model, where) -> the body ready to lower: folded, static control flow unrolled, shapes
+# inferred. The compile step passes the converter's prepare_control_flow_body.
+PrepareBody = Callable[[onnx.ModelProto, str], onnx.ModelProto]
 
 
 def lower_control_flow(lowerer, node: onnx.NodeProto, anchors: Sequence[str]) -> ControlStep:
@@ -71,10 +72,6 @@ class _Body:
     """One lowered sub-program: its steps, formal inputs, results and outer reads."""
 
     def __init__(self, lowerer, node, graph: onnx.GraphProto, role: str, input_types: List[TensorType]):
-        from compiler.converter.context import PassContext
-        from compiler.converter.pipeline import run_passes
-        from compiler.lowering.lower_graph import SubprogramLowerer
-
         self.node = node
         copy = onnx.GraphProto()
         copy.CopyFrom(graph)
@@ -86,10 +83,13 @@ class _Body:
         constants = {n: lowerer.constants.value(n) for n in refs if n in lowerer.constants}
         model = body_model(copy, input_types, lowerer.types, constants, lowerer.opset_import, lowerer.ir_version)
         where = f"{lowerer.model_name} ({node.op_type} '{node.name}' {role})"
-        model = run_passes(model, _BODY_PASSES, PassContext(model_name=where))
+        if lowerer.prepare_body is None:
+            raise LoweringError(f"{_where(lowerer, node)}: a run-time {node.op_type} needs its {role} prepared "
+                                f"for lowering; lower the model with a prepare_body function")
+        model = lowerer.prepare_body(model, where)
         self.formals = [i.name for i in copy.input]
         self.results = [o.name for o in model.graph.output]
-        sub = SubprogramLowerer(lowerer, model, where)
+        sub = lowerer.body_lowerer(model, where)
         self.lowerer = sub
         self.steps: List[KernelStep] = sub.lower_body(self.formals)
 

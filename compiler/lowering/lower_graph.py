@@ -6,32 +6,31 @@ from typing import List, Optional
 import onnx
 
 from compiler.errors import LoweringError
-from compiler.lowering.control_flow import CONTROL_FLOW_OPS, lower_control_flow
+from compiler.lowering.control_flow import PrepareBody, lower_control_flow
 from compiler.lowering.ir import KernelStep, LoweredGraph, TensorValue
-from compiler.lowering.rule_context import NodeContext
-from compiler.lowering.rule_registry import find_rule
 from compiler.lowering.weights import WeightStore
+from compiler.lowering_rules import find_rule, is_control_flow
+from compiler.lowering_rules.node_context import NodeContext
 from compiler.onnx_graph.constants import Constants, is_constant_node
 from compiler.onnx_graph.graph_edit import opset_version, runtime_inputs
-from compiler.onnx_graph.tensor_types import DTYPE_NAMES, TensorType, infer_types
+from compiler.onnx_graph.tensor_types import DTYPE_NAMES, TensorType
 from compiler.onnx_graph.topo_order import topological_order
+from compiler.onnx_graph.type_inference import infer_types
 
 
 def lower_graph(model: onnx.ModelProto, weights: WeightStore, model_name: str = "<model>",
                 name: str = "graph0", batch_size: Optional[int] = None, batch_axis: int = 0,
-                kernel_fusion: bool = True, blocked_layout: bool = True) -> LoweredGraph:
+                prepare_body: Optional[PrepareBody] = None) -> LoweredGraph:
     """batch_size None: the batch is dim `batch_axis` of the first input that has it (else 1).
-    kernel_fusion: run the converter's KERNEL_FUSION_PIPELINE first (fused Conv/Gemm/MatMul
-    epilogues); False lowers every node as it is. blocked_layout: with kernel_fusion, include its
-    NCHW8c layout pass (to_nchwc_layout)."""
-    if kernel_fusion:
-        from compiler.converter.pipeline import run_kernel_fusions  # the lowering imports the converter's helpers
-        model = run_kernel_fusions(model, model_name, blocked_layout)
-    return _GraphLowerer(model, weights, model_name).lower(name, batch_size, batch_axis)
+    Every node is lowered as it is (the kernel fusion stage runs before, when wanted).
+    prepare_body: folds and shape-infers a run-time If/Loop body (a standalone model) before it
+    is lowered; a model with such nodes needs it."""
+    return _GraphLowerer(model, weights, model_name, prepare_body).lower(name, batch_size, batch_axis)
 
 
 class _GraphLowerer:
-    def __init__(self, model: onnx.ModelProto, weights: WeightStore, model_name: str):
+    def __init__(self, model: onnx.ModelProto, weights: WeightStore, model_name: str,
+                 prepare_body: Optional[PrepareBody]):
         self.graph = model.graph
         self.opset = opset_version(model)
         self.opset_import = list(model.opset_import)
@@ -40,6 +39,7 @@ class _GraphLowerer:
         self.constants = Constants(self.graph, self.opset, model_name)
         self.weights = weights
         self.model_name = model_name
+        self.prepare_body = prepare_body
         self.lowered: LoweredGraph = None
         self.steps: List[KernelStep] = None  # the program being filled (a sub-program's for bodies)
 
@@ -100,7 +100,7 @@ class _GraphLowerer:
         return names
 
     def _lower_node(self, node: onnx.NodeProto, outputs) -> None:
-        if node.op_type in CONTROL_FLOW_OPS and node.domain in ("", "ai.onnx"):
+        if is_control_flow(node):
             self.steps.append(lower_control_flow(self, node, outputs))
             return
         rule = find_rule(node, self.model_name)
@@ -121,6 +121,10 @@ class _GraphLowerer:
                                          anchor=out if storage == "output" else None))
             step_outputs.append(out)
         self.steps.append(KernelStep(call.op, node.name, list(call.inputs), step_outputs, dict(call.attrs)))
+
+    def body_lowerer(self, model: onnx.ModelProto, model_name: str) -> "SubprogramLowerer":
+        """The lowerer of a control-flow body of this program (compiler/lowering/control_flow.py)."""
+        return SubprogramLowerer(self, model, model_name)
 
     def _add_output_copies(self, outputs) -> None:
         """An output that is a constant has no step writing it: a Reshape step copies it (a node
@@ -152,7 +156,7 @@ class SubprogramLowerer(_GraphLowerer):
     arena tensors; the enclosing program's tensors it reads are already there; it has no anchors."""
 
     def __init__(self, parent: _GraphLowerer, model: onnx.ModelProto, model_name: str):
-        super().__init__(model, parent.weights, model_name)
+        super().__init__(model, parent.weights, model_name, parent.prepare_body)
         self.lowered = parent.lowered
         self.steps = []
 

@@ -1,10 +1,11 @@
-"""The compile step after conversion: lower one ONNX model, plan its arena, check it fits the
+"""The compile step after kernel fusion: lower one ONNX model, plan its arena, check it fits the
 device and emit the PopEF bytes."""
 import dataclasses
 from typing import Optional, Sequence
 
 import onnx
 
+from compiler.lowering.control_flow import PrepareBody
 from compiler.lowering.device_memory import available_bytes, check_device_memory
 from compiler.lowering.ir import LoweredGraph
 from compiler.lowering.lower_graph import lower_graph
@@ -23,12 +24,12 @@ class LoweredModel:
 
 
 def lower_model(model: onnx.ModelProto, options, model_name: str = "<model>",
-                passes_run: Optional[Sequence[str]] = None, converter_options: Optional[dict] = None) -> LoweredModel:
+                passes_run: Optional[Sequence[str]] = None, converter_options: Optional[dict] = None,
+                prepare_body: Optional[PrepareBody] = None) -> LoweredModel:
     """`options` is a validated CompilerOptions; passes_run and converter_options are recorded
-    in the `compiler` Opaque blob."""
+    in the `compiler` Opaque blob; prepare_body: see lower_graph."""
     weights = WeightStore()
-    graph = lower_graph(model, weights, model_name, "graph0", options.batch_size, options.batch_axis,
-                        kernel_fusion=options.kernel_fusion, blocked_layout=options.blocked_layout)
+    graph = lower_graph(model, weights, model_name, "graph0", options.batch_size, options.batch_axis, prepare_body)
     plan = plan_arena(graph)
     check_device_memory(weights.size, plan.size, available_bytes(options.num_ipus, options.device_memory_bytes),
                         options.ipu_version, model_name)

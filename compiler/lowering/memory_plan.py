@@ -19,7 +19,7 @@ import dataclasses
 from typing import Dict, List, Set, Tuple
 
 from compiler.lowering.ir import ControlStep, KernelStep, LoweredGraph
-from compiler.popef.format import align_up
+from popef.format import align_up
 
 
 @dataclasses.dataclass

@@ -15,8 +15,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from compiler.lowering.ir import ControlStep, LoweredGraph
 from compiler.lowering.memory_plan import ArenaPlan
 from compiler.lowering.weights import WeightStore
-from compiler.popef.format import BlobType
-from compiler.popef.writer import encode_popef, json_payload
+from popef.format import BlobType
+from popef.writer import encode_popef, json_payload
 from compiler.version import PRODUCER
 
 # Executable JSON "version": 2 adds the If and Loop steps (docs/popef.md §3); an executable

@@ -7,7 +7,7 @@ from typing import Dict, List
 
 import numpy as np
 
-from compiler.popef.format import align_up
+from popef.format import align_up
 
 
 @dataclasses.dataclass

@@ -1,2 +1,2 @@
 """Helpers shared by the converter passes and the lowering: tensor types, constants, graph edits,
-topological order and model loading."""
+topological order, the internal op schemas and the activation table."""

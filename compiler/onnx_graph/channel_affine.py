@@ -23,7 +23,7 @@ from onnx import helper
 
 from compiler.onnx_graph.graph_edit import fresh_name, remove_nodes, remove_value_info, set_float_attribute
 from compiler.onnx_graph.graph_rewrite import GraphRewrite
-from compiler.onnx_graph.tensor_types import infer_types
+from compiler.onnx_graph.type_inference import infer_types
 
 # Producers whose output channels can absorb a per-channel scale and shift.
 FOLDABLE_PRODUCERS = ("Conv", "ConvTranspose", "Gemm", "MatMul")

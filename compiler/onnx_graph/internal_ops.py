@@ -5,7 +5,8 @@ lowered to the runtime kernels of the same name (docs/popef.md, "Internal ops"):
   FusedGemm(A, B, [C], [Sum])    Gemm's attributes
   FusedMatMul(A, B, [Bias], [Sum])
 
-Y = activation(op(...) + Sum), `activation` one of ACTIVATIONS with `activation_params`; the
+Y = activation(op(...) + Sum), `activation` one of onnx_graph/activations.py's ACTIVATIONS with
+`activation_params`; the
 optional inputs are present as named inputs or "" (ONNX's convention for a missing optional).
 
   FusedElementwise(X0, X1, ...)  attribute `program`: a chain of elementwise ops run as one loop
@@ -36,16 +37,11 @@ import onnx
 from onnx import defs, helper
 
 from compiler.onnx_graph import nchwc
+from compiler.onnx_graph.activations import ACTIVATIONS
 from compiler.onnx_graph.spatial_window import resolve_window
 
 DOMAIN = "ai.tfpopef"
 VERSION = 1
-
-# Activation name -> its activation_params, in order (the runtime's epilogue.h reads the same).
-ACTIVATIONS: Dict[str, Sequence[str]] = {
-    "": (), "Relu": (), "Clip": ("min", "max"), "LeakyRelu": ("alpha",), "Sigmoid": (), "Swish": ("alpha",),
-    "HardSigmoid": ("alpha", "beta"), "HardSwish": (), "GeluErf": (), "GeluTanh": (), "Tanh": (),
-}
 
 # Fused op -> (the base ONNX op whose attributes and output type it has, the base op's input count).
 FUSED_OPS: Dict[str, tuple] = {"FusedConv": ("Conv", 3), "FusedGemm": ("Gemm", 3), "FusedMatMul": ("MatMul", 2)}
@@ -275,7 +271,7 @@ def ensure_domain_imported(model: onnx.ModelProto) -> None:
 def fused_node(fused_op: str, inputs: Sequence[str], output: str, name: str, base: onnx.NodeProto,
                activation: str = "", activation_params: Sequence[float] = ()) -> onnx.NodeProto:
     """A fused node with `base`'s attributes plus the epilogue's; trailing empty inputs dropped."""
-    if activation not in ACTIVATIONS or len(activation_params) != len(ACTIVATIONS[activation]):
+    if activation not in ACTIVATIONS or len(activation_params) != len(ACTIVATIONS[activation].params):
         raise ValueError(f"activation '{activation}' with params {list(activation_params)}")
     inputs = list(inputs)
     while inputs and inputs[-1] == "":

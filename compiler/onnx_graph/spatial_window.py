@@ -1,6 +1,6 @@
 """Explicit window attributes of Conv, ConvTranspose and the pools: kernel_shape, strides,
 dilations and pads (begins then ends) with auto_pad resolved. Shared by the lowering rules
-(compiler/lowering/rules/window_attrs.py) and the passes that rewrite those nodes."""
+(compiler/lowering_rules/window_attrs.py) and the passes that rewrite those nodes."""
 from typing import Callable, Dict, List, Sequence
 
 

@@ -9,7 +9,7 @@ from the values the node binds to them) plus the outer tensors it reads (outer c
 initializers so that the body folds), and ONNX inference on that model gives the body's output
 types.
 """
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 import numpy as np
 import onnx
@@ -109,16 +109,21 @@ def scalar_type(elem_type: int) -> TensorType:
     return TensorType(elem_type, ())
 
 
-def body_output_types(model: onnx.ModelProto, model_name: str) -> List[Optional[TensorType]]:
-    from compiler.onnx_graph.tensor_types import infer_types  # infer_types calls back into this module
-    types = infer_types(model, model_name=model_name).types
+# (body model, model_name) -> the types of its tensors: type_inference.infer_types, which calls
+# control_flow_output_types in turn for the If/Loop nodes a body holds.
+InferBodyTypes = Callable[[onnx.ModelProto, str], Dict[str, TensorType]]
+
+
+def body_output_types(model: onnx.ModelProto, model_name: str, infer: InferBodyTypes) -> List[Optional[TensorType]]:
+    types = infer(model, model_name)
     return [types.get(o.name) for o in model.graph.output]
 
 
-def control_flow_output_types(model: onnx.ModelProto, types: Dict[str, TensorType],
-                              model_name: str) -> Dict[str, TensorType]:
+def control_flow_output_types(model: onnx.ModelProto, types: Dict[str, TensorType], model_name: str,
+                              infer: InferBodyTypes) -> Dict[str, TensorType]:
     """Static types of the outputs of the top-level If and Loop nodes whose bodies type
-    statically; nothing for the others (the strict checks then name them)."""
+    statically (each body typed by `infer`); nothing for the others (the strict checks then name
+    them)."""
     graph = model.graph
     constants = {t.name: numpy_helper.to_array(t) for t in graph.initializer
                  if int(np.prod(t.dims, dtype=np.int64)) <= 16}
@@ -131,20 +136,20 @@ def control_flow_output_types(model: onnx.ModelProto, types: Dict[str, TensorTyp
             continue
         try:
             if node.op_type == "If":
-                found.update(_if_types(model, node, types, constants, model_name))
+                found.update(_if_types(model, node, types, constants, model_name, infer))
             else:
-                found.update(_loop_types(model, node, types, constants, model_name))
+                found.update(_loop_types(model, node, types, constants, model_name, infer))
         except Exception:  # noqa: BLE001 - typing is best effort; the strict passes report the node
             continue
     return found
 
 
-def _if_types(model, node, types, constants, model_name) -> Dict[str, TensorType]:
+def _if_types(model, node, types, constants, model_name, infer) -> Dict[str, TensorType]:
     attrs = {a.name: a.g for a in node.attribute}
     branch_types = []
     for key in ("then_branch", "else_branch"):
         sub = body_model(attrs[key], [], types, constants, model.opset_import, model.ir_version)
-        branch_types.append(body_output_types(sub, model_name))
+        branch_types.append(body_output_types(sub, model_name, infer))
     found = {}
     for out, a, b in zip(node.output, *branch_types):
         if out and a is not None and a.is_static and a == b:
@@ -152,7 +157,7 @@ def _if_types(model, node, types, constants, model_name) -> Dict[str, TensorType
     return found
 
 
-def _loop_types(model, node, types, constants, model_name) -> Dict[str, TensorType]:
+def _loop_types(model, node, types, constants, model_name, infer) -> Dict[str, TensorType]:
     body = next(a.g for a in node.attribute if a.name == "body")
     carried = list(node.input[2:])
     carried_types = [types.get(n) for n in carried]
@@ -160,7 +165,7 @@ def _loop_types(model, node, types, constants, model_name) -> Dict[str, TensorTy
         return {}
     sub = body_model(body, [scalar_type(TensorProto.INT64), scalar_type(TensorProto.BOOL)] + carried_types, types,
                      constants, model.opset_import, model.ir_version)
-    out_types = body_output_types(sub, model_name)
+    out_types = body_output_types(sub, model_name, infer)
     found = {}
     for out, t in zip(node.output[:len(carried)], out_types[1:1 + len(carried)]):
         if out and t is not None and t.is_static:

@@ -33,6 +33,17 @@ def make_model(nodes, inputs, outputs, initializers: Optional[Dict[str, np.ndarr
     return model
 
 
+def fuse_and_lower(model: onnx.ModelProto, weights, model_name: str = "<model>", name: str = "graph0",
+                   batch_size: Optional[int] = None, batch_axis: int = 0, blocked_layout: bool = True):
+    """What the compile step lowers: the kernel fusion stage, then lower_graph with the
+    converter's preparation of control-flow bodies."""
+    from compiler.converter.pipeline import prepare_control_flow_body
+    from compiler.kernel_fusion import run_kernel_fusions
+    from compiler.lowering.lower_graph import lower_graph
+    fused = run_kernel_fusions(model, model_name, blocked_layout)
+    return lower_graph(fused, weights, model_name, name, batch_size, batch_axis, prepare_control_flow_body)
+
+
 def reference_run(model: onnx.ModelProto, feeds: Dict[str, np.ndarray]) -> List[np.ndarray]:
     from onnx.reference import ReferenceEvaluator
     return [np.asarray(v) for v in ReferenceEvaluator(model).run(None, feeds)]

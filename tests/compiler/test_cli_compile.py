@@ -7,7 +7,7 @@ import onnx
 import pytest
 from onnx import helper
 
-from compiler.popef.reader import PopefFile
+from popef.reader import PopefFile
 from compiler_test_helpers import F32, make_model, run_cli
 
 

@@ -53,7 +53,7 @@ def test_fp16_model_with_a_constant_concat():
     exe = Compiler.compile(helper.make_model(g, opset_imports=[helper.make_opsetid("", 11)]), ["O"])
     assert [(a["name"], a["dtype"]) for a in exe.anchors()] == [("X", "float16"), ("O", "float16")]
     assert exe.metadata["tensor_data"] == [{"name": "C", "dtype": "float16", "shape": [1, 2], "nbytes": 4}]
-    from compiler.popef.reader import PopefFile
+    from popef.reader import PopefFile
     np.testing.assert_array_equal(PopefFile(exe.to_bytes()).tensor_data()["C"], [[1.5, 2.0]])
 
 
@@ -133,7 +133,7 @@ def test_get_logger_is_the_compilers_logger():
 
 
 def test_compiler_never_imports_tensorflow_or_the_runtime():
-    code = ("import sys, compiler, compiler.cli, compiler.popef.dump, compiler.converter, compiler.lowering;"
+    code = ("import sys, compiler, compiler.cli, popef.dump, compiler.converter, compiler.lowering;"
             "bad = [m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'tf_popef_op')];"
             "print(bad); sys.exit(1 if bad else 0)")
     result = run_python(code)

@@ -10,7 +10,7 @@ from typing import Dict, List
 import onnx
 from onnx.backend.test.loader import load_model_tests
 
-from compiler.lowering.rule_registry import supported_ops
+from compiler.lowering_rules.registry import supported_ops
 
 # Lowered by rules but checked elsewhere (tests/compiler/lowering/test_recurrent_ops.py,
 # tests/compiler/converter/passes/test_decompose_einsum.py).

@@ -5,8 +5,8 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from compiler.popef.format import BlobType
-from compiler.popef.writer import encode_popef, json_payload
+from popef.format import BlobType
+from popef.writer import encode_popef, json_payload
 
 ALIGN = 64
 

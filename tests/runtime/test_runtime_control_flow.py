@@ -10,9 +10,9 @@ import pytest
 import compiler.converter.passes.unroll_control_flow as unroll
 from compiler import Compiler
 from compiler.converter import Converter
-from compiler.popef.format import BlobType
-from compiler.popef.reader import PopefFile
-from compiler.popef.writer import encode_popef, json_payload
+from popef.format import BlobType
+from popef.reader import PopefFile
+from popef.writer import encode_popef, json_payload
 from tests.compiler import control_flow_models as models
 from tests.compiler.compiler_test_helpers import ort_run
 from tf_popef_op import runtime

@@ -1,5 +1,5 @@
 """The C++ PopEF reader (through ModelRunner): every malformed file raises the right exception,
-naming the file and the reason, with the same message as compiler/popef/reader.py."""
+naming the file and the reason, with the same message as popef/reader.py."""
 import os
 import pathlib
 import random
@@ -8,8 +8,8 @@ import struct
 import numpy as np
 import pytest
 
-from compiler.popef.format import PopefError
-from compiler.popef.reader import PopefFile
+from popef.format import PopefError
+from popef.reader import PopefFile
 from popef_builders import add_model, weight_model
 from tf_popef_op import runtime
 
@@ -72,7 +72,7 @@ def test_bad_major_version(tmp_path, good_bytes):
 
 def test_higher_minor_version_is_accepted(good_bytes):
     # Minor versions are additive: only the header checksum has to be recomputed.
-    from compiler.popef.format import crc32
+    from popef.format import crc32
     data = bytearray(_patch(good_bytes, 10, "<H", 7))
     name_size = struct.unpack_from("<I", data, 16)[0]
     struct.pack_into("<I", data, 60, crc32(bytes(data[:60]), bytes(data[64:64 + name_size])))
@@ -123,7 +123,7 @@ def test_corrupted_header(good_bytes):
 
 
 def test_unknown_blob_type(good_bytes):
-    from compiler.popef.format import crc32
+    from popef.format import crc32
     data = bytearray(_patch(good_bytes, 12, "<H", 9))
     name_size = struct.unpack_from("<I", data, 16)[0]
     struct.pack_into("<I", data, 60, crc32(bytes(data[:60]), bytes(data[64:64 + name_size])))
@@ -134,7 +134,7 @@ def test_unknown_blob_type(good_bytes):
 
 
 def test_inconsistent_sizes(good_bytes):
-    from compiler.popef.format import crc32
+    from popef.format import crc32
     data = bytearray(_patch(good_bytes, 32, "<Q", 2 ** 63))  # payload_size far past total_size
     name_size = struct.unpack_from("<I", data, 16)[0]
     struct.pack_into("<I", data, 60, crc32(bytes(data[:60]), bytes(data[64:64 + name_size])))
@@ -147,15 +147,15 @@ def test_inconsistent_sizes(good_bytes):
 def test_missing_executable_blob():
     model = add_model()
     blobs = [b for b in model.blobs() if b[1] != "executable"]
-    from compiler.popef.writer import encode_popef
+    from popef.writer import encode_popef
     with pytest.raises(runtime.InvalidArgumentError,
                        match=r"^<memory>: expected exactly one Executable blob, found 0$"):
         runtime.ModelRunner(encode_popef(blobs))
 
 
 def test_invalid_metadata_json():
-    from compiler.popef.format import BlobType
-    from compiler.popef.writer import encode_popef
+    from popef.format import BlobType
+    from popef.writer import encode_popef
     blobs = [(BlobType.METADATA, "metadata", b"{not json"),
              *[b for b in add_model().blobs() if b[0] != BlobType.METADATA]]
     with pytest.raises(runtime.InvalidArgumentError, match=r"Metadata blob 'metadata' is not valid JSON"):
@@ -179,7 +179,7 @@ def test_fuzzed_files_never_crash():
         elif mode == 2:
             # Corrupt a header field (sizes/offsets) and keep checksums honest, so the
             # bounds checks, not the CRCs, must catch it.
-            from compiler.popef.format import crc32
+            from popef.format import crc32
             field = rng.choice([16, 24, 32, 40])
             fmt = "<I" if field == 16 else "<Q"
             value = rng.choice([0, 1, 63, 64, 2 ** 31, 2 ** 32 - 1, 2 ** 63, 2 ** 64 - 1])

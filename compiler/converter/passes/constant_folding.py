@@ -6,7 +6,8 @@ from onnx import helper, numpy_helper
 from compiler.converter.pass_registry import register
 from compiler.onnx_graph.constants import Constants, is_constant_node
 from compiler.onnx_graph.graph_edit import opset_version, remove_nodes, remove_value_info, subgraphs
-from compiler.onnx_graph.tensor_types import DTYPE_NAMES, infer_types
+from compiler.onnx_graph.tensor_types import DTYPE_NAMES
+from compiler.onnx_graph.type_inference import infer_types
 from compiler.onnx_graph.topo_order import topological_order
 
 # Folding these would freeze one random draw into the model.

@@ -18,7 +18,7 @@ from onnx import helper, numpy_helper
 from compiler.converter.pass_registry import register
 from compiler.errors import ConversionError
 from compiler.onnx_graph.graph_edit import opset_version
-from compiler.onnx_graph.tensor_types import infer_types
+from compiler.onnx_graph.type_inference import infer_types
 
 
 @register("decompose_einsum", kind="fuse")

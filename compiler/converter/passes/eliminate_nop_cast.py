@@ -1,6 +1,6 @@
 from compiler.converter.pass_registry import register
 from compiler.onnx_graph.graph_edit import bypass_node
-from compiler.onnx_graph.tensor_types import infer_types
+from compiler.onnx_graph.type_inference import infer_types
 
 
 @register("eliminate_nop_cast", kind="eliminate")

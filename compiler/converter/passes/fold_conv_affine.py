@@ -29,7 +29,7 @@ import onnx
 from compiler.converter.pass_registry import register
 from compiler.onnx_graph.channel_affine import FOLDABLE_PRODUCERS, ChannelAffineFolder, channel_axis
 from compiler.onnx_graph.graph_edit import consumers
-from compiler.onnx_graph.tensor_types import infer_types
+from compiler.onnx_graph.type_inference import infer_types
 
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 _AFFINE_OPS = ("Mul", "Add", "Sub", "Div")

@@ -25,7 +25,7 @@ from onnx import helper
 from compiler.converter.pass_registry import register
 from compiler.onnx_graph.constants import Constants
 from compiler.onnx_graph.graph_edit import consumers, opset_version, remove_nodes, remove_value_info
-from compiler.onnx_graph.tensor_types import infer_types
+from compiler.onnx_graph.type_inference import infer_types
 
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 _WINDOW_OPS = ("Conv", "AveragePool")

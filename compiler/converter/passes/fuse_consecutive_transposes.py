@@ -3,7 +3,7 @@ from onnx import helper
 from compiler.converter.pass_registry import register
 from compiler.converter.passes.eliminate_nop_transpose import transpose_perm
 from compiler.onnx_graph.graph_edit import producers
-from compiler.onnx_graph.tensor_types import infer_types
+from compiler.onnx_graph.type_inference import infer_types
 
 
 @register("fuse_consecutive_transposes", kind="fuse")

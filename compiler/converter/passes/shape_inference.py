@@ -1,7 +1,8 @@
 from compiler.converter.pass_registry import register
 from compiler.errors import ConversionError
 from compiler.onnx_graph.graph_edit import runtime_inputs
-from compiler.onnx_graph.tensor_types import infer_types, write_type
+from compiler.onnx_graph.tensor_types import write_type
+from compiler.onnx_graph.type_inference import infer_types
 from compiler.onnx_graph.topo_order import node_label
 
 

@@ -39,8 +39,9 @@ from compiler.converter.passes.constant_folding import _evaluate, constant_foldi
 from compiler.errors import ConversionError
 from compiler.onnx_graph.constants import Constants, constant_node_value, is_constant_node
 from compiler.onnx_graph.graph_edit import node_uses, opset_version, subgraphs
-from compiler.onnx_graph.subgraph_model import body_model, body_output_types, rename_free_references
-from compiler.onnx_graph.tensor_types import infer_types
+from compiler.onnx_graph.subgraph_model import body_model, rename_free_references
+from compiler.onnx_graph.type_inference import body_output_types
+from compiler.onnx_graph.type_inference import infer_types
 
 # A Loop without a trip count runs until its condition turns false; beyond this many
 # iterations the unrolled graph would be unreasonable for the device anyway.

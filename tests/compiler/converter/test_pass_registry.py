@@ -3,7 +3,8 @@ from onnx import helper
 
 from compiler.converter import DEFAULT_PIPELINE, Converter, get_pass, list_all_passes, register
 from compiler.converter import pass_registry
-from compiler.converter.pipeline import KERNEL_FUSION_PIPELINE, resolve_pipeline
+from compiler.converter.pipeline import resolve_pipeline
+from compiler.kernel_fusion import KERNEL_FUSION_PIPELINE
 from compiler.errors import UnknownPassError
 from compiler_test_helpers import F32, make_model, op_types, run_pass
 

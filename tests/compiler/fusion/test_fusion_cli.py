@@ -7,7 +7,7 @@ import textwrap
 import onnx
 import pytest
 
-from compiler.popef.reader import PopefFile
+from popef.reader import PopefFile
 from compiler_test_helpers import run_cli
 from fusion_test_models import gated_model, mlp_model, tutorial_model0, tutorial_model1
 

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from compiler.fusion import fuse_models
-from compiler.popef import dump
+from popef import dump
 from compiler_test_helpers import run_cli
 from fusion_test_models import tutorial_model0, tutorial_model1
 
@@ -31,7 +31,7 @@ def rows(text, header_start):
 
 
 def test_text_shows_index_anchor_and_fusion_tables(fused_file):
-    result = run_cli([fused_file], module="compiler.popef.dump")
+    result = run_cli([fused_file], module="popef.dump")
     assert result.returncode == 0, result.stderr
     text = result.stdout
     anchors = rows(text, "name            direction")

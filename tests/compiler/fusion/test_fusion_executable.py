@@ -6,7 +6,7 @@ from onnx import helper
 
 from compiler import Compiler, CompilerOptions
 from compiler.fusion import FusionEntry, fuse_models, lower_fused
-from compiler.popef.reader import PopefFile
+from popef.reader import PopefFile
 from compiler_test_helpers import F32, make_model
 from fusion_test_models import gated_model, mlp_model, softmax3d_model, tutorial_model0, tutorial_model1, zoo
 

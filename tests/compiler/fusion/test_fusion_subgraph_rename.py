@@ -10,7 +10,7 @@ from compiler.fusion.subgraph_rename import AnchorRename, rename_subgraph
 from compiler.lowering.lower_graph import lower_graph
 from compiler.lowering.memory_plan import plan_arena
 from compiler.lowering.weights import WeightStore
-from compiler_test_helpers import F32, make_model
+from compiler_test_helpers import F32, fuse_and_lower, make_model
 
 
 def lowered():
@@ -20,7 +20,7 @@ def lowered():
     model = make_model(nodes, [("X", F32, [4, 3]), ("Y", F32, [4, 2])], [("O", F32, [4, 2])],
                        {"W": np.ones((3, 2), np.float32), "B": np.zeros(2, np.float32)})
     # Without kernel fusion: the steps below are the three nodes as written.
-    return lower_graph(model, WeightStore(), name="ranker", kernel_fusion=False)
+    return lower_graph(model, WeightStore(), name="ranker")
 
 
 def test_names():
@@ -57,4 +57,4 @@ def test_rename_prefixes_everything_and_renames_anchors():
 def test_output_colliding_with_a_stream_name_is_refused():
     model = make_model([helper.make_node("Relu", ["a"], ["stream0"])], [("a", F32, [1])], [("stream0", F32, [1])])
     with pytest.raises(ConversionError, match="output 'stream0' would be the fused anchor 'graph0/stream0'"):
-        rename_subgraph(lower_graph(model, WeightStore()), 0, "m.onnx")
+        rename_subgraph(fuse_and_lower(model, WeightStore()), 0, "m.onnx")

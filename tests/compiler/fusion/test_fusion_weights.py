@@ -2,7 +2,7 @@
 import numpy as np
 
 from compiler.fusion import fuse_models
-from compiler.popef.reader import PopefFile
+from popef.reader import PopefFile
 from fusion_test_models import mlp_model
 
 BIG = (512, 512)  # 1 MiB of float32

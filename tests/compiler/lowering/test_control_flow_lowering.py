@@ -8,15 +8,15 @@ from compiler import Compiler
 from compiler.converter import Converter
 from compiler.fusion import FusionEntry
 from compiler.lowering.ir import ControlStep
-from compiler.lowering.lower_graph import lower_graph
 from compiler.lowering.memory_plan import plan_arena
 from compiler.lowering.weights import WeightStore
+from compiler_test_helpers import fuse_and_lower
 from tests.compiler import control_flow_models as models
 
 
 def lowered(model):
     converted = Converter().convert(model)
-    graph = lower_graph(converted, WeightStore(), "test.onnx")
+    graph = fuse_and_lower(converted, WeightStore(), "test.onnx")
     return graph, plan_arena(graph)
 
 

@@ -3,14 +3,13 @@ import pytest
 from onnx import TensorProto, helper
 
 from compiler.errors import LoweringError, UnsupportedOpError
-from compiler.lowering.lower_graph import lower_graph
-from compiler.lowering.rule_registry import supported_ops
+from compiler.lowering_rules.registry import supported_ops
 from compiler.lowering.weights import WeightStore
-from compiler_test_helpers import F16, F32, I32, I64, make_model
+from compiler_test_helpers import F16, F32, I32, I64, fuse_and_lower, make_model
 
 
 def _steps(model):
-    graph = lower_graph(model, WeightStore(), "test.onnx")
+    graph = fuse_and_lower(model, WeightStore(), "test.onnx")
     return [(s.op, s.inputs, s.attrs) for s in graph.steps]
 
 
@@ -19,9 +18,9 @@ def _one(node, inputs, outputs, inits=None, opset=13):
 
 
 def test_supported_ops_are_exactly_the_documented_ones():
-    issue2 = ["Add", "Sub", "Mul", "Div", "MatMul", "Gemm", "Relu", "Sigmoid", "Tanh", "Softmax", "Concat",
+    core_operators = ["Add", "Sub", "Mul", "Div", "MatMul", "Gemm", "Relu", "Sigmoid", "Tanh", "Softmax", "Concat",
               "Transpose", "Cast", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"]
-    issue4_operators = [
+    more_operators = [
         "Conv", "ConvTranspose", "BatchNormalization", "LayerNormalization", "MaxPool", "AveragePool",
         "GlobalAveragePool", "GlobalMaxPool", "Pow", "Clip", "LeakyRelu", "Elu", "Selu", "HardSigmoid", "Erf", "Exp",
         "Log", "Sqrt", "Reciprocal", "Neg", "Abs", "Gelu", "HardSwish", "Softplus", "Softsign", "LogSoftmax",
@@ -29,9 +28,9 @@ def test_supported_ops_are_exactly_the_documented_ones():
         "ReduceLogSum", "ReduceLogSumExp", "Expand", "Tile", "Split", "Slice", "Gather", "GatherElements", "Pad",
         "Resize", "Upsample", "Where", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not", "And",
         "Or", "Xor", "Shape", "Size", "Range", "ConstantOfShape"]
-    # Recurrent layers and control flow (issue 4 part B) are checked by their own tests.
-    part_b = {"LSTM", "GRU", "Einsum", "Loop", "Scan", "If"}
-    assert sorted(set(supported_ops()) - part_b) == sorted(issue2 + issue4_operators)
+    # Recurrent layers, Einsum and control flow are checked by their own tests.
+    own_tests = {"LSTM", "GRU", "Einsum", "Loop", "Scan", "If"}
+    assert sorted(set(supported_ops()) - own_tests) == sorted(core_operators + more_operators)
 
 
 @pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div"])

@@ -12,7 +12,7 @@ from plan_checks import check_plan
 def _lower(model):
     # Without kernel fusion: these chains of elementwise ops would become one FusedElementwise
     # step, and the tests are about how the planner shares bytes between steps.
-    graph = lower_graph(model, WeightStore(), "test.onnx", kernel_fusion=False)
+    graph = lower_graph(model, WeightStore(), "test.onnx")
     return graph, plan_arena(graph)
 
 

@@ -10,7 +10,7 @@ from compiler.lowering.lower_graph import lower_graph
 from compiler.lowering.weights import WeightStore
 from compiler.onnx_graph.internal_ops import DOMAIN, VERSION
 from compiler.options import CompilerOptions
-from compiler_test_helpers import F16, F32, make_model
+from compiler_test_helpers import F16, F32, fuse_and_lower, make_model
 
 FLT_MAX = float(np.finfo(np.float32).max)
 WINDOW = dict(kernel_shape=[3, 3], strides=[1, 1], dilations=[1, 1], pads=[1, 1, 1, 1])
@@ -23,7 +23,7 @@ def internal(op, inputs, outputs, **attrs):
 def steps(nodes, inputs, outputs, inits=None, opset=13):
     model = make_model(nodes, inputs, [(o, F32, None) for o in outputs], inits, opset=opset)
     model.opset_import.append(helper.make_opsetid(DOMAIN, VERSION))
-    return lower_graph(model, WeightStore(), "test.onnx", kernel_fusion=False).steps
+    return lower_graph(model, WeightStore(), "test.onnx").steps
 
 
 def w(*shape):
@@ -68,9 +68,9 @@ def test_lower_graph_writes_the_blocked_layout_unless_turned_off():
     conv = helper.make_node("Conv", ["X", "W"], ["Y"], pads=[1, 1, 1, 1], name="conv")
     model = make_model([conv], [("X", F32, [1, 8, 4, 4])], [("Y", F32, None)],
                        {"W": np.ones((16, 8, 3, 3), np.float32)})
-    blocked = lower_graph(model, WeightStore(), "test.onnx")
+    blocked = fuse_and_lower(model, WeightStore(), "test.onnx")
     assert [s.op for s in blocked.steps] == ["ToNchwc", "NchwcConv", "FromNchwc"]
-    plain = lower_graph(model, WeightStore(), "test.onnx", blocked_layout=False)
+    plain = fuse_and_lower(model, WeightStore(), "test.onnx", blocked_layout=False)
     assert [s.op for s in plain.steps] == ["Conv"]
 
 
@@ -132,7 +132,7 @@ def test_nchwc_conv_is_float32_or_float16():
         model = make_model([node], [("X", onnx_type, [1, 1, 5, 5, 8])], [("Y", onnx_type, [1, 1, 5, 5, 8])],
                            {"W": np.zeros((1, 1, 3, 3, 8, 8), np_type)})
         model.opset_import.append(helper.make_opsetid(DOMAIN, VERSION))
-        return lower_graph(model, WeightStore(), "test.onnx", kernel_fusion=False)
+        return lower_graph(model, WeightStore(), "test.onnx")
 
     lower(F16, np.float16)
     with pytest.raises(LoweringError, match=r"input 'X' has dtype float64; the emulator's NchwcConv supports "

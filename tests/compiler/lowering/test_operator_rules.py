@@ -1,20 +1,19 @@
-"""Issue 4 lowering rules: the attributes they hand to the kernels (docs/popef.md §3) are
+"""Lowering rules of the wider operator set: the attributes they hand to the kernels (docs/popef.md §3) are
 explicit and normalized, and unsupported cases fail naming the node."""
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
 from compiler.errors import LoweringError
-from compiler.lowering.lower_graph import lower_graph
-from compiler.lowering.rules.resize import axis_taps
+from compiler.lowering_rules.resize import axis_taps
 from compiler.onnx_graph.spatial_window import same_pads
 from compiler.lowering.weights import WeightStore
-from compiler_test_helpers import F16, F32, I64, make_model
+from compiler_test_helpers import F16, F32, I64, fuse_and_lower, make_model
 
 
 def _step(node, inputs, inits=None, opset=17, outputs=None):
     outputs = outputs or [(o, inputs[0][1], None) for o in node.output if o]
-    graph = lower_graph(make_model([node], inputs, outputs, inits, opset=opset), WeightStore(), "test.onnx")
+    graph = fuse_and_lower(make_model([node], inputs, outputs, inits, opset=opset), WeightStore(), "test.onnx")
     (step,) = graph.steps
     return step.op, step.inputs, step.attrs
 

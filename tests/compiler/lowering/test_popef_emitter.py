@@ -5,9 +5,9 @@ from compiler.lowering.lower_graph import lower_graph
 from compiler.lowering.memory_plan import plan_arena
 from compiler.lowering.popef_emitter import IndexAnchor, emit_popef
 from compiler.lowering.weights import WeightStore
-from compiler.popef.format import BlobType
-from compiler.popef.reader import PopefFile
-from compiler_test_helpers import F16, F32, make_model
+from popef.format import BlobType
+from popef.reader import PopefFile
+from compiler_test_helpers import F16, F32, fuse_and_lower, make_model
 
 DTYPES = {"float32", "float16", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
           "bool"}
@@ -25,7 +25,7 @@ def _mlp(name_prefix=""):
 
 def test_single_model_file_follows_the_contract():
     store = WeightStore()
-    graph = lower_graph(_mlp(), store, kernel_fusion=False)  # the contract example: Gemm, Relu, Add as written
+    graph = lower_graph(_mlp(), store)  # the contract example: Gemm, Relu, Add as written
     plan = plan_arena(graph)
     out = emit_popef([graph], [plan], store, "ipu21", 1, opaques={"compiler": {"k": 1}})
     popef = PopefFile(out.data)
@@ -64,11 +64,11 @@ def test_single_model_file_follows_the_contract():
 
 def test_two_subgraphs_share_weights_and_switch_on_the_index_anchor():
     store = WeightStore()
-    g0 = lower_graph(_mlp("graph0/"), store, name="graph0")
+    g0 = fuse_and_lower(_mlp("graph0/"), store, name="graph0")
     small = make_model([helper.make_node("Concat", ["graph1/X", "graph1/C"], ["graph1/O"], axis=1)],
                        [("graph1/X", F16, [1, 1])], [("graph1/O", F16, [1, 3])],
                        {"graph1/C": np.array([[1.5, 2.0]], np.float16)})
-    g1 = lower_graph(small, store, name="graph1")
+    g1 = fuse_and_lower(small, store, name="graph1")
     g1.tensors["graph1/X"].aliases.append("graph1/stream0")
     plans = [plan_arena(g0), plan_arena(g1)]
     out = emit_popef([g0, g1], plans, store, "ipu2", 1, index_anchor=IndexAnchor("index", "uint8", (1,)))

@@ -3,7 +3,7 @@ from onnx import helper
 
 from compiler.lowering.lower_graph import lower_graph
 from compiler.lowering.weights import WeightStore
-from compiler_test_helpers import F32, make_model
+from compiler_test_helpers import F32, fuse_and_lower, make_model
 
 
 def test_identical_contents_are_stored_once():
@@ -12,7 +12,7 @@ def test_identical_contents_are_stored_once():
              helper.make_node("Add", ["a", "b"], ["c"]), helper.make_node("Add", ["c", "B"], ["O"])]
     model = make_model(nodes, [("X", F32, [2, 3])], [("O", F32, [2, 4])], {"W1": w, "W2": w.copy(), "B": np.ones(4, np.float32)})
     store = WeightStore()
-    g = lower_graph(model, store, kernel_fusion=False)  # the weights in the order the nodes read them
+    g = lower_graph(model, store)  # the weights in the order the nodes read them
     assert [e.name for e in store.entries] == ["W1", "B"]
     assert g.tensors["W1"].weight_key == g.tensors["W2"].weight_key
     assert store.get(g.tensors["W2"].weight_key).offset == 0
@@ -36,7 +36,7 @@ def test_shared_store_across_graphs_is_what_fusion_relies_on():
     for name in ("graph0", "graph1"):
         model = make_model([helper.make_node("MatMul", ["X", "W"], ["O"])], [("X", F32, [1, 4])], [("O", F32, [1, 4])],
                            {"W": w})
-        lower_graph(model, store, name=name)
+        fuse_and_lower(model, store, name=name)
     assert len(store.entries) == 1 and store.size == 64
 
 

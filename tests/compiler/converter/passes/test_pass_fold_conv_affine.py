@@ -9,7 +9,7 @@ from onnx import helper, numpy_helper
 
 from compiler import Compiler
 from compiler.converter import Converter
-from compiler.converter.pipeline import run_kernel_fusions
+from compiler.kernel_fusion import run_kernel_fusions
 from compiler_test_helpers import F32, make_model, op_types, ort_run, random_feeds, run_pass
 from tf_popef_op.runtime import ModelRunner, RuntimeConfig
 

@@ -2,7 +2,7 @@
 // "Internal ops"): a straight-line list of elementwise instructions over one block of
 // elements, parsed once at prepare from the step's `program` attribute.
 //
-// Text form (written by compiler/converter/passes/fuse_elementwise_chain.py): instructions
+// Text form (written by compiler/kernel_fusion/passes/fuse_elementwise_chain.py): instructions
 // separated by ';', each `opcode operand [operand [operand]]` with the operands
 //   xI   kernel input I (the block's elements of it: a full tensor, or a per-last-axis vector)
 //   tJ   the result of instruction J < this one

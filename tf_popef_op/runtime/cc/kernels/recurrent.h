@@ -2,7 +2,7 @@
 // (names and alpha/beta defaults as in the ONNX spec) and the tensor layout of X, Y and the
 // per-direction states, for layout 0 ([seq, batch, ...]) and 1 ([batch, seq, ...]).
 //
-// Attributes the compiler always writes (compiler/lowering/rules/recurrent.py): direction
+// Attributes the compiler always writes (compiler/lowering_rules/recurrent.py): direction
 // ("forward", "reverse", "bidirectional"), hidden_size, layout, clip (<= 0: none),
 // activations (comma-separated names, one per function and direction), activation_alpha/activation_beta (same
 // length, NaN = the function's default), has_* flags for the optional inputs that are present

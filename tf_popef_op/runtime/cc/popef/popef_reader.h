@@ -5,7 +5,7 @@
 // and stays valid as long as the reader lives (hold it by shared_ptr).
 // Thread safety: immutable after construction; any number of threads may read it.
 //
-// Validation mirrors compiler/popef/reader.py, with the same messages. Codes: kNotFound for a
+// Validation mirrors popef/reader.py, with the same messages. Codes: kNotFound for a
 // missing file, kDataLoss for corruption/truncation (and an empty file), kInvalidArgument
 // otherwise. Every offset is bounds-checked with overflow-safe arithmetic: a fuzzed file
 // raises an Error, never reads out of bounds.

@@ -1,0 +1,128 @@
+"""Reads and validates PopEF files (docs/popef.md). Every problem raises PopefError naming the
+file, the blob and what is wrong; nothing here can crash on hostile input."""
+import dataclasses
+import json
+import os
+from typing import Dict, List, Optional, Union
+
+import numpy as np
+
+from popef.format import (
+    HEADER, HEADER_SIZE, MAGIC, VERSION_MAJOR, BlobType, PopefError, crc32,
+)
+
+
+@dataclasses.dataclass
+class Blob:
+    type: BlobType
+    name: str
+    offset: int          # file offset of the blob header
+    payload_offset: int  # file offset of the payload
+    payload: memoryview
+    version: tuple
+
+
+class PopefFile:
+    """A parsed PopEF file: its blobs, plus convenient access to Metadata/Executable/Opaques."""
+
+    def __init__(self, data: Union[bytes, bytearray, memoryview], source: str = "<memory>"):
+        self.source = source
+        self.data = memoryview(data)
+        self.blobs: List[Blob] = _parse(self.data, source)
+
+    @classmethod
+    def open(cls, path: Union[str, os.PathLike]) -> "PopefFile":
+        path = os.fspath(path)
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"{path}: PopEF file not found")
+        with open(path, "rb") as f:
+            return cls(f.read(), path)
+
+    def _blobs_of(self, blob_type: BlobType) -> List[Blob]:
+        return [b for b in self.blobs if b.type == blob_type]
+
+    def _single_json(self, blob_type: BlobType) -> dict:
+        found = self._blobs_of(blob_type)
+        if len(found) != 1:
+            raise PopefError(f"{self.source}: expected exactly one {blob_type.label} blob, found {len(found)}")
+        try:
+            return json.loads(bytes(found[0].payload).decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise PopefError(f"{self.source}: {blob_type.label} blob '{found[0].name}' is not valid JSON: {e}") from None
+
+    @property
+    def metadata(self) -> dict:
+        return self._single_json(BlobType.METADATA)
+
+    @property
+    def executable(self) -> dict:
+        return self._single_json(BlobType.EXECUTABLE)
+
+    @property
+    def opaques(self) -> Dict[str, bytes]:
+        return {b.name: bytes(b.payload) for b in self._blobs_of(BlobType.OPAQUE)}
+
+    def opaque_json(self, name: str) -> Optional[dict]:
+        raw = self.opaques.get(name)
+        return None if raw is None else json.loads(raw.decode("utf-8"))
+
+    def tensor_data(self) -> Dict[str, np.ndarray]:
+        """Weights as numpy arrays (views on the file bytes), typed by the Metadata table."""
+        table = {t["name"]: t for t in self.metadata.get("tensor_data", [])}
+        out = {}
+        for blob in self._blobs_of(BlobType.TENSOR_DATA):
+            info = table.get(blob.name)
+            if info is None:
+                raise PopefError(f"{self.source}: TensorData '{blob.name}' is not described in Metadata.tensor_data")
+            dtype = np.dtype(info["dtype"])
+            expected = int(np.prod(info["shape"], dtype=np.int64)) * dtype.itemsize
+            if expected != len(blob.payload):
+                raise PopefError(f"{self.source}: TensorData '{blob.name}' has {len(blob.payload)} bytes, "
+                                 f"its dtype {info['dtype']} and shape {info['shape']} need {expected}")
+            out[blob.name] = np.frombuffer(blob.payload, dtype=dtype).reshape(info["shape"])
+        return out
+
+
+def _parse(data: memoryview, source: str) -> List[Blob]:
+    size = len(data)
+    if size == 0:
+        raise PopefError(f"{source}: empty file")
+    blobs, offset, i = [], 0, 0
+    while offset < size:
+        if offset + HEADER_SIZE > size:
+            raise PopefError(f"{source}: truncated: blob #{i} header needs {HEADER_SIZE} bytes at offset "
+                             f"{offset} but the file has {size} bytes")
+        (magic, major, minor, btype, _flags, name_size, payload_crc, payload_offset, payload_size,
+         total_size, _reserved, header_crc) = HEADER.unpack_from(data, offset)
+        if magic != MAGIC:
+            raise PopefError(f"{source}: not a PopEF file (bad magic at offset {offset})")
+        if major != VERSION_MAJOR:
+            raise PopefError(f"{source}: unsupported PopEF major version {major} "
+                             f"(this reader supports {VERSION_MAJOR})")
+        name_end = offset + HEADER_SIZE + name_size
+        if name_end > size:
+            raise PopefError(f"{source}: truncated: blob #{i} name needs {name_size} bytes at offset "
+                             f"{offset + HEADER_SIZE} but the file has {size} bytes")
+        name_bytes = bytes(data[offset + HEADER_SIZE:name_end])
+        name = name_bytes.decode("utf-8", errors="replace")
+        if crc32(bytes(data[offset:offset + 60]), name_bytes) != header_crc:
+            raise PopefError(f"{source}: corrupted: header checksum mismatch in blob #{i} ('{name}')")
+        try:
+            blob_type = BlobType(btype)
+        except ValueError:
+            raise PopefError(f"{source}: blob #{i} '{name}' has unknown blob type {btype}") from None
+        if (payload_offset < HEADER_SIZE + name_size or total_size < payload_offset + payload_size
+                or total_size == 0):
+            raise PopefError(f"{source}: corrupted: inconsistent sizes in blob #{i} ({blob_type.label} '{name}')")
+        if offset + total_size > size:
+            raise PopefError(f"{source}: truncated: blob #{i} '{name}' needs {total_size} bytes at offset "
+                             f"{offset} but the file has {size} bytes")
+        start = offset + payload_offset
+        payload = data[start:start + payload_size]
+        if crc32(payload) != payload_crc:
+            raise PopefError(f"{source}: corrupted: payload checksum mismatch in blob #{i} "
+                             f"({blob_type.label} '{name}')")
+        blobs.append(Blob(blob_type, name, offset, start, payload, (major, minor)))
+        offset += total_size
+        i += 1
+    return blobs
