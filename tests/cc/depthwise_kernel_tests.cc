@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "tf_popef_op/runtime/cc/kernels/depthwise_conv.h"
-#include "tf_popef_op/runtime/cc/kernels/vector_math.h"
 #include "tests/cc/kernel_tester.h"
 #include "tests/cc/reference_ops.h"
 #include "tests/cc/simd_paths.h"
+#include "tf_popef_op/runtime/cc/kernels/conv/depthwise_conv.h"
+#include "tf_popef_op/runtime/cc/kernels/support/vector_math.h"
 
 namespace tfpopef {
 namespace test {

@@ -1,4 +1,4 @@
-// The internal op FusedElementwise (kernels/fused_elementwise.cc, elementwise_program.h):
+// The internal op FusedElementwise (kernels/elementwise/fused_elementwise.cc, elementwise_program.h):
 // one program using every opcode over full, per-last-axis and scalar inputs against a
 // double-precision reference, on both SIMD paths, for the kernel's block layouts (whole rows
 // tiled when the last dim is short, row segments when it is long, plain runs without vectors;
@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "tf_popef_op/runtime/cc/kernels/vector_math.h"
 #include "tests/cc/kernel_tester.h"
 #include "tests/cc/reference_ops.h"
 #include "tests/cc/simd_paths.h"
+#include "tf_popef_op/runtime/cc/kernels/support/vector_math.h"
 
 namespace tfpopef {
 namespace test {

@@ -1,4 +1,4 @@
-// The fused ops of issue 5 (FusedConv, FusedGemm, FusedMatMul: docs/popef.md "Internal ops"),
+// The fused ops (FusedConv, FusedGemm, FusedMatMul: docs/popef.md "Internal ops"),
 // against a naive double-precision reference: every epilogue activation, with and without
 // bias and residual sum, over the convolution paths (pointwise GEMM, depthwise direct loop,
 // im2col + GEMM; groups, strides, pads, dilations), float32 and float16; plus the prepare-time

@@ -35,9 +35,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tf_popef_op/runtime/cc/core/dtype.h"
-#include "tf_popef_op/runtime/cc/core/error.h"
-#include "tf_popef_op/runtime/cc/core/half.h"
+#include "tf_popef_op/runtime/cc/base/dtype.h"
+#include "tf_popef_op/runtime/cc/base/error.h"
+#include "tf_popef_op/runtime/cc/base/half.h"
 #include "tf_popef_op/runtime/cc/kernels/kernel.h"
 
 namespace tfpopef {

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "tf_popef_op/runtime/cc/kernels/fp16_convert.h"
 #include "tests/cc/kernel_tester.h"
 #include "tests/cc/reference_ops.h"
+#include "tf_popef_op/runtime/cc/kernels/support/fp16_convert.h"
 
 namespace tfpopef {
 namespace test {

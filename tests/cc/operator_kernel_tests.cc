@@ -1,4 +1,4 @@
-// Kernel cases of the issue 4 operators (convolutions, pools, normalizations, data movement,
+// Kernel cases of the ONNX operators (convolutions, pools, normalizations, data movement,
 // reductions, comparisons, resize...), run by the same binary as kernel_tests.cc (which has
 // main()). Convolutions are checked against a naive double-precision loop over every path
 // (pointwise GEMM, depthwise direct loop, im2col + GEMM); the others are hand-computed.

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "tf_popef_op/runtime/cc/core/half.h"
+#include "tf_popef_op/runtime/cc/base/half.h"
 
 namespace tfpopef {
 namespace test {

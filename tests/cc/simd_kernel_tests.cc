@@ -1,4 +1,4 @@
-// The vector math of kernels/vector_math.h on both SIMD paths (accuracy against double
+// The vector math of kernels/support/vector_math.h on both SIMD paths (accuracy against double
 // precision over the whole float range, special values, tails, in-place), and the kernels
 // that use it or the intra-op pool on tensors large enough to be split across threads,
 // against the double-precision references, on both paths. Run by the binary of
@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "tf_popef_op/runtime/cc/core/error.h"
-#include "tf_popef_op/runtime/cc/kernels/vector_math.h"
 #include "tests/cc/kernel_tester.h"
 #include "tests/cc/reference_ops.h"
 #include "tests/cc/simd_paths.h"
+#include "tf_popef_op/runtime/cc/base/error.h"
+#include "tf_popef_op/runtime/cc/kernels/support/vector_math.h"
 
 namespace tfpopef {
 namespace test {

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "tf_popef_op/runtime/cc/kernels/vector_math.h"
 #include "tests/cc/kernel_tester.h"
+#include "tf_popef_op/runtime/cc/kernels/support/vector_math.h"
 
 namespace tfpopef {
 namespace test {

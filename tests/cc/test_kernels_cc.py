@@ -1,4 +1,4 @@
-"""Builds the C++ kernel test harness (tests/cc/kernel_tests.cc + every kernels/*.cc) with g++
+"""Builds the C++ kernel test harness (tests/cc/kernel_tests.cc + every .cc under kernels/) with g++
 and runs it; fails with the harness output if any case fails.
 
 Independent of the runtime's CMake build: include paths come from the Python packages
@@ -101,7 +101,7 @@ def _build(build_dir):
     compile_flags, link_flags = _flags()
     # kernel_tests.cc (with main) first: the slowest file first balances the 2 jobs; more test
     # files (*_kernel_tests.cc) register their cases with the same harness.
-    sources = [HARNESS] + sorted(HARNESS.parent.glob("*_kernel_tests.cc")) + sorted(KERNELS.glob("*.cc"))
+    sources = [HARNESS] + sorted(HARNESS.parent.glob("*_kernel_tests.cc")) + sorted(KERNELS.rglob("*.cc"))
     assert len(sources) > 1, f"no kernel sources found in {KERNELS}"
     compile_flags += _precompiled_header(build_dir, compile_flags)
     objects = _compile_all(sources, build_dir, compile_flags)

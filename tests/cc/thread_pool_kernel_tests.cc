@@ -1,4 +1,4 @@
-// The intra-op thread pool (kernels/thread_pool.h): every index of [0, n) exactly once for
+// The intra-op thread pool (kernels/support/thread_pool.h): every index of [0, n) exactly once for
 // many n / grain / pool sizes, chunk bounds, exceptions, nested and concurrent ParallelFor,
 // and the TF_POPEF_NUM_THREADS parsing. Run by the binary of kernel_tests.cc.
 #include <algorithm>
@@ -13,9 +13,9 @@
 #include <thread>
 #include <vector>
 
-#include "tf_popef_op/runtime/cc/core/error.h"
-#include "tf_popef_op/runtime/cc/kernels/thread_pool.h"
 #include "tests/cc/kernel_tester.h"
+#include "tf_popef_op/runtime/cc/base/error.h"
+#include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
 
 namespace tfpopef {
 namespace test {

@@ -1,4 +1,4 @@
-"""The blocked GEMM convolution paths (tf_popef_op/runtime/cc/kernels/conv_gemm.h) against
+"""The blocked GEMM convolution paths (tf_popef_op/runtime/cc/kernels/conv/conv_gemm.h) against
 onnxruntime: pointwise blocks read straight from X, im2col panels built per block of output
 columns (blocks that start and end mid output row), images merged into one column space at
 batch > 1 on small planes (blocks crossing image boundaries, output scattered back to NCHW),

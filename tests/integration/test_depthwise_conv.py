@@ -1,4 +1,4 @@
-"""The depthwise convolution kernels (tf_popef_op/runtime/cc/kernels/depthwise_conv.h) against
+"""The depthwise convolution kernels (tf_popef_op/runtime/cc/kernels/conv/depthwise_conv.h) against
 onnxruntime: the direct AVX2 kernel's shapes (3x3 and 5x5, stride 1 and 2, symmetric and
 asymmetric pads as left by a folded Keras ZeroPadding2D, MobileNetV2's plane sizes, odd and
 even planes down to 1x1, batch > 1) and the generic kernel's (dilations, other windows and

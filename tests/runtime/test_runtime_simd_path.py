@@ -1,4 +1,4 @@
-"""TF_POPEF_SIMD selects the kernels' vector-math path once per process (kernels/vector_math.h):
+"""TF_POPEF_SIMD selects the kernels' vector-math path once per process (kernels/support/vector_math.h):
 'auto' (default) and 'portable' must give the same results within the documented few ulp, both
 matching onnxruntime, and a bad value must fail the model's preparation with a clear error.
 Checked in fresh processes because the path is read once."""

@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "tf_popef_op/runtime/cc/core/model_runner.h"
 #include "tests/runtime/cc/check.h"
+#include "tf_popef_op/runtime/cc/core/model_runner.h"
 
 namespace {
 std::atomic<bool> counting{false};

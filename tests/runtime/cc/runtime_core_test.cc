@@ -11,11 +11,11 @@
 #include <thread>
 #include <vector>
 
+#include "tests/runtime/cc/check.h"
+#include "tf_popef_op/runtime/cc/base/ring_buffer.h"
 #include "tf_popef_op/runtime/cc/core/model_runner.h"
 #include "tf_popef_op/runtime/cc/core/queue_manager.h"
-#include "tf_popef_op/runtime/cc/core/ring_buffer.h"
 #include "tf_popef_op/runtime/cc/kernels/kernel.h"
-#include "tests/runtime/cc/check.h"
 
 using namespace tfpopef;
 

@@ -5,7 +5,7 @@
 #include <optional>
 
 #include "tensorflow/core/framework/types.pb.h"
-#include "tf_popef_op/runtime/cc/core/dtype.h"
+#include "tf_popef_op/runtime/cc/base/dtype.h"
 
 namespace tfpopef {
 

@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
+#include "tf_popef_op/runtime/cc/base/json_fields.h"
 #include "tf_popef_op/runtime/cc/core/executable.h"
-#include "tf_popef_op/runtime/cc/core/json_fields.h"
 
 namespace tfpopef {
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "tf_popef_op/runtime/cc/core/error.h"
+#include "tf_popef_op/runtime/cc/base/error.h"
 
 namespace tfpopef {
 

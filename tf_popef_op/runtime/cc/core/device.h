@@ -16,7 +16,7 @@
 #include <mutex>
 #include <string>
 
-#include "tf_popef_op/runtime/cc/core/aligned_buffer.h"
+#include "tf_popef_op/runtime/cc/base/aligned_buffer.h"
 
 namespace tfpopef {
 

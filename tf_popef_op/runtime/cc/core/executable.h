@@ -15,7 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "tf_popef_op/runtime/cc/core/dtype.h"
+#include "tf_popef_op/runtime/cc/base/dtype.h"
 #include "tf_popef_op/runtime/cc/kernels/kernel.h"
 #include "tf_popef_op/runtime/cc/popef/popef_reader.h"
 

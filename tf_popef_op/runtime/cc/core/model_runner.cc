@@ -192,15 +192,33 @@ std::shared_ptr<Request> ModelRunner::AcquireRequest() {
 
 std::shared_ptr<Request> ModelRunner::Validate(const std::vector<HostTensor>& inputs,
                                                const std::vector<HostTensor>& outputs) {
-  const auto& anchors = exe_->anchors();
-  const auto& subgraphs = exe_->subgraphs();
   // Per calling thread, keeping their capacity: no allocation per request.
-  thread_local std::vector<int> given_in, given_out;
-  given_in.assign(anchors.size(), -1);
-  given_out.assign(anchors.size(), -1);
+  thread_local GivenAnchors given;
+  ResolveAnchorNames(inputs, outputs, given);
+  void* index_data = nullptr;
+  const int s = SelectSubgraph(inputs, given, &index_data);
+  CheckAnchorsOfSubgraph(s, given);
+  std::shared_ptr<Request> request = AcquireRequest();
+  request->subgraph_ = s;
+  request->index_data_ = index_data;
+  const int64_t rows = BindInputs(s, inputs, given, *request);
+  request->rows_ = rows;
+  BindOutputs(s, outputs, given, rows, *request);
+  const SubgraphBatching& plan = plans_[s];
+  for (const auto* list : {&plan.inputs, &plan.outputs})
+    for (const AnchorLayout& l : *list) request->queue_ids_.push_back(anchor_queue_[l.anchor]);
+  if (exe_->index_anchor() >= 0) request->queue_ids_.push_back(anchor_queue_[exe_->index_anchor()]);
+  return request;
+}
+
+void ModelRunner::ResolveAnchorNames(const std::vector<HostTensor>& inputs, const std::vector<HostTensor>& outputs,
+                                     GivenAnchors& given) const {
+  const auto& anchors = exe_->anchors();
+  given.in.assign(anchors.size(), -1);
+  given.out.assign(anchors.size(), -1);
   std::vector<std::string> unknown;
   auto resolve = [&](const std::vector<HostTensor>& tensors, bool as_input) {
-    std::vector<int>& given = as_input ? given_in : given_out;
+    std::vector<int>& positions = as_input ? given.in : given.out;
     for (size_t i = 0; i < tensors.size(); ++i) {
       const std::string& name = tensors[i].name;
       const int a = exe_->FindAnchor(name);
@@ -211,10 +229,10 @@ std::shared_ptr<Request> ModelRunner::Validate(const std::vector<HostTensor>& in
       if (anchors[a].is_input != as_input)
         Invalid(Quote(name) + " is an " + (anchors[a].is_input ? "input" : "output") + " anchor; pass it in " +
                 (anchors[a].is_input ? "inputs" : "outputs"));
-      if (given[a] >= 0)
-        Invalid("anchor " + Quote(anchors[a].name) + " is given twice (as " + Quote(tensors[given[a]].name) +
+      if (positions[a] >= 0)
+        Invalid("anchor " + Quote(anchors[a].name) + " is given twice (as " + Quote(tensors[positions[a]].name) +
                 " and " + Quote(name) + ")");
-      given[a] = static_cast<int>(i);
+      positions[a] = static_cast<int>(i);
     }
   };
   resolve(inputs, true);
@@ -225,49 +243,51 @@ std::shared_ptr<Request> ModelRunner::Validate(const std::vector<HostTensor>& in
     Invalid("unknown anchor name" + std::string(unknown.size() > 1 ? "s " : " ") + QuotedList(unknown) +
             " (inputs: " + QuotedList(in_names) + "; outputs: " + QuotedList(out_names) + ")");
   }
+}
 
-  // Which subgraph.
-  int s = 0;
-  void* index_data = nullptr;
+int ModelRunner::SelectSubgraph(const std::vector<HostTensor>& inputs, const GivenAnchors& given,
+                                void** index_data) const {
   const int index_anchor = exe_->index_anchor();
-  if (index_anchor >= 0) {
-    const Anchor& ia = anchors[index_anchor];
-    const std::string range = "0.." + std::to_string(subgraphs.size() - 1);
-    if (given_in[index_anchor] < 0)
-      Invalid("missing input " + Quote(ia.name) + ": this fused executable needs it to select the subgraph (" + range + ")");
-    const HostTensor& t = inputs[given_in[index_anchor]];
-    if (!IsInteger(t.dtype))
-      Invalid("input " + Quote(ia.name) + ": expected an integer dtype, got " + DTypeName(t.dtype));
-    if (!(t.shape.empty() || (t.shape.size() == 1 && t.shape[0] == 1)))
-      Invalid("input " + Quote(ia.name) + ": expected shape [] or [1], got " + ShapeToString(t.shape));
-    if (t.data == nullptr) Invalid("input " + Quote(ia.name) + " has no data");
-    bool ok;
-    const int64_t value = ReadIntegerScalar(t.dtype, t.data, &ok);
-    if (!ok || value < 0 || value >= static_cast<int64_t>(subgraphs.size()))
-      Invalid(ia.name + " " + (ok ? std::to_string(value) : std::to_string(*static_cast<const uint64_t*>(t.data))) +
-              " out of range: the executable has " + std::to_string(subgraphs.size()) + " subgraphs (" + range + ")");
-    s = static_cast<int>(value);
-    index_data = t.data;
-  }
-  const Subgraph& sg = subgraphs[s];
-  const SubgraphBatching& plan = plans_[s];
-  // Messages are only built on failure (the success path allocates nothing).
-  auto which = [&] {
-    return exe_->fused() ? "subgraph " + std::to_string(s) + " (" + Quote(sg.name) + ")" : std::string("the model");
-  };
+  if (index_anchor < 0) return 0;
+  const auto& subgraphs = exe_->subgraphs();
+  const Anchor& ia = exe_->anchors()[index_anchor];
+  const std::string range = "0.." + std::to_string(subgraphs.size() - 1);
+  if (given.in[index_anchor] < 0)
+    Invalid("missing input " + Quote(ia.name) + ": this fused executable needs it to select the subgraph (" + range + ")");
+  const HostTensor& t = inputs[given.in[index_anchor]];
+  if (!IsInteger(t.dtype))
+    Invalid("input " + Quote(ia.name) + ": expected an integer dtype, got " + DTypeName(t.dtype));
+  if (!(t.shape.empty() || (t.shape.size() == 1 && t.shape[0] == 1)))
+    Invalid("input " + Quote(ia.name) + ": expected shape [] or [1], got " + ShapeToString(t.shape));
+  if (t.data == nullptr) Invalid("input " + Quote(ia.name) + " has no data");
+  bool ok;
+  const int64_t value = ReadIntegerScalar(t.dtype, t.data, &ok);
+  if (!ok || value < 0 || value >= static_cast<int64_t>(subgraphs.size()))
+    Invalid(ia.name + " " + (ok ? std::to_string(value) : std::to_string(*static_cast<const uint64_t*>(t.data))) +
+            " out of range: the executable has " + std::to_string(subgraphs.size()) + " subgraphs (" + range + ")");
+  *index_data = t.data;
+  return static_cast<int>(value);
+}
 
-  // Which anchors: exactly the subgraph's inputs, or (validate_io_params off) at least them.
+std::string ModelRunner::SubgraphLabel(int subgraph) const {
+  return exe_->fused() ? "subgraph " + std::to_string(subgraph) + " (" + Quote(exe_->subgraphs()[subgraph].name) + ")"
+                       : std::string("the model");
+}
+
+void ModelRunner::CheckAnchorsOfSubgraph(int subgraph, const GivenAnchors& given) const {
+  const auto& anchors = exe_->anchors();
+  const Subgraph& sg = exe_->subgraphs()[subgraph];
   std::vector<std::string> missing, foreign;
   for (int a : sg.inputs)
-    if (given_in[a] < 0) missing.push_back(anchors[a].name);
+    if (given.in[a] < 0) missing.push_back(anchors[a].name);
   for (size_t a = 0; a < anchors.size(); ++a) {
-    if (static_cast<int>(a) == index_anchor) continue;
+    if (static_cast<int>(a) == exe_->index_anchor()) continue;
     const bool own_in = std::find(sg.inputs.begin(), sg.inputs.end(), static_cast<int>(a)) != sg.inputs.end();
     const bool own_out = std::find(sg.outputs.begin(), sg.outputs.end(), static_cast<int>(a)) != sg.outputs.end();
-    if ((given_in[a] >= 0 && !own_in) || (given_out[a] >= 0 && !own_out)) foreign.push_back(anchors[a].name);
+    if ((given.in[a] >= 0 && !own_in) || (given.out[a] >= 0 && !own_out)) foreign.push_back(anchors[a].name);
   }
   if (config_.validate_io_params && (!missing.empty() || !foreign.empty())) {
-    std::string msg = "the request does not match the anchors of " + which() + ":";
+    std::string msg = "the request does not match the anchors of " + SubgraphLabel(subgraph) + ":";
     if (!missing.empty()) msg += " missing input" + std::string(missing.size() > 1 ? "s " : " ") + QuotedList(missing) + ";";
     if (!foreign.empty())
       msg += " not anchors of this subgraph: " + QuotedList(foreign) +
@@ -276,20 +296,23 @@ std::shared_ptr<Request> ModelRunner::Validate(const std::vector<HostTensor>& in
     Invalid(msg);
   }
   if (!missing.empty())
-    Invalid("missing input" + std::string(missing.size() > 1 ? "s " : " ") + QuotedList(missing) + " of " + which());
+    Invalid("missing input" + std::string(missing.size() > 1 ? "s " : " ") + QuotedList(missing) + " of " +
+            SubgraphLabel(subgraph));
+}
 
-  // Types, shapes and the number of rows.
+int64_t ModelRunner::BindInputs(int subgraph, const std::vector<HostTensor>& inputs, const GivenAnchors& given,
+                                Request& request) const {
+  const auto& anchors = exe_->anchors();
+  const SubgraphBatching& plan = plans_[subgraph];
+  // Messages are only built on failure (the success path allocates nothing).
   auto shape_hint = [&] {
-    return " (" + which() + " accepts only its compiled shapes: " + plan.exact_reason + ")";
+    return " (" + SubgraphLabel(subgraph) + " accepts only its compiled shapes: " + plan.exact_reason + ")";
   };
   int64_t rows = -1;
   int rows_from = -1;  // the anchor that set `rows`
-  std::shared_ptr<Request> request = AcquireRequest();
-  request->subgraph_ = s;
-  request->index_data_ = index_data;
   for (const AnchorLayout& l : plan.inputs) {
     const Anchor& a = anchors[l.anchor];
-    const HostTensor& t = inputs[given_in[l.anchor]];
+    const HostTensor& t = inputs[given.in[l.anchor]];
     auto what = [&] { return "input " + Quote(a.name); };
     if (t.dtype != a.desc.dtype)
       Invalid(what() + ": expected dtype " + DTypeName(a.desc.dtype) + ", got " + DTypeName(t.dtype));
@@ -321,19 +344,23 @@ std::shared_ptr<Request> ModelRunner::Validate(const std::vector<HostTensor>& in
       }
     }
     if (t.data == nullptr && ShapeBytes(t.dtype, t.shape) > 0) Invalid(what() + " has no data");
-    request->inputs_.push_back(t.data);
+    request.inputs_.push_back(t.data);
   }
-  if (!plan.batched) rows = 1;
-  else if (rows < 0) rows = plan.batch;  // no inputs: one compiled batch
-  request->rows_ = rows;
+  if (!plan.batched) return 1;
+  return rows < 0 ? plan.batch : rows;  // no inputs: one compiled batch
+}
 
-  // Outputs are rewritten in place (a recycled request keeps its strings, shapes and buffers).
-  request->outputs_.resize(plan.outputs.size());
-  if (request->owned_.size() < plan.outputs.size()) request->owned_.resize(plan.outputs.size());
+void ModelRunner::BindOutputs(int subgraph, const std::vector<HostTensor>& outputs, const GivenAnchors& given,
+                              int64_t rows, Request& request) const {
+  const auto& anchors = exe_->anchors();
+  const SubgraphBatching& plan = plans_[subgraph];
+  // Rewritten in place (a recycled request keeps its strings, shapes and buffers).
+  request.outputs_.resize(plan.outputs.size());
+  if (request.owned_.size() < plan.outputs.size()) request.owned_.resize(plan.outputs.size());
   for (size_t k = 0; k < plan.outputs.size(); ++k) {
     const AnchorLayout& l = plan.outputs[k];
     const Anchor& a = anchors[l.anchor];
-    Request::Output& out = request->outputs_[k];
+    Request::Output& out = request.outputs_[k];
     out.anchor = l.anchor;
     out.name = a.name;
     out.dtype = a.desc.dtype;
@@ -341,24 +368,20 @@ std::shared_ptr<Request> ModelRunner::Validate(const std::vector<HostTensor>& in
     if (plan.batched && l.axis >= 0) out.shape[l.axis] = rows;
     out.nbytes = ShapeBytes(out.dtype, out.shape);
     out.runner_allocated = false;
-    if (given_out[l.anchor] >= 0) {
-      const HostTensor& t = outputs[given_out[l.anchor]];
+    if (given.out[l.anchor] >= 0) {
+      const HostTensor& t = outputs[given.out[l.anchor]];
       if (t.dtype != out.dtype || t.shape != out.shape)
         Invalid("output " + Quote(a.name) + ": expected " + DTypeName(out.dtype) + " " + ShapeToString(out.shape) +
                 " for this request, got " + DTypeName(t.dtype) + " " + ShapeToString(t.shape));
       if (t.data == nullptr && out.nbytes > 0) Invalid("output " + Quote(a.name) + " has no data");
       out.data = t.data;
     } else {
-      AlignedBuffer& buffer = request->owned_[k];
+      AlignedBuffer& buffer = request.owned_[k];
       if (buffer.size() != out.nbytes) buffer.Resize(out.nbytes);
       out.data = buffer.data();
       out.runner_allocated = true;
     }
   }
-  for (const auto* list : {&plan.inputs, &plan.outputs})
-    for (const AnchorLayout& l : *list) request->queue_ids_.push_back(anchor_queue_[l.anchor]);
-  if (index_anchor >= 0) request->queue_ids_.push_back(anchor_queue_[index_anchor]);
-  return request;
 }
 
 Request* ModelRunner::PopNext() {

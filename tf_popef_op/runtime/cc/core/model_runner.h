@@ -33,9 +33,9 @@
 #include <thread>
 #include <vector>
 
+#include "tf_popef_op/runtime/cc/base/host_tensor.h"
 #include "tf_popef_op/runtime/cc/core/device.h"
 #include "tf_popef_op/runtime/cc/core/executable.h"
-#include "tf_popef_op/runtime/cc/core/host_tensor.h"
 #include "tf_popef_op/runtime/cc/core/queue_manager.h"
 #include "tf_popef_op/runtime/cc/core/request.h"
 #include "tf_popef_op/runtime/cc/core/runtime_config.h"
@@ -102,7 +102,32 @@ class ModelRunner {
     int64_t dst_row;  // first row in the batch
   };
 
+  // Where each anchor is in the caller's inputs / outputs (-1: not given).
+  struct GivenAnchors {
+    std::vector<int> in, out;
+  };
+
+  // Checks a request against the executable and binds it to a pooled Request, in the steps
+  // below; throws kInvalidArgument naming the anchor and what is wrong. Allocates nothing
+  // when the request is valid.
   std::shared_ptr<Request> Validate(const std::vector<HostTensor>& inputs, const std::vector<HostTensor>& outputs);
+  // Each given name is a known anchor (or alias) of the right direction, given once.
+  void ResolveAnchorNames(const std::vector<HostTensor>& inputs, const std::vector<HostTensor>& outputs,
+                          GivenAnchors& given) const;
+  // The subgraph to run: 0, or for a fused executable the value of its index input (which must
+  // be an integer scalar in range); `index_data` gets that input's data (null if none).
+  int SelectSubgraph(const std::vector<HostTensor>& inputs, const GivenAnchors& given, void** index_data) const;
+  // The request gives the subgraph's inputs, and (validate_io_params) no other subgraph's anchors.
+  void CheckAnchorsOfSubgraph(int subgraph, const GivenAnchors& given) const;
+  // Dtypes, shapes and a batch size all inputs agree on; the inputs' data pointers go into
+  // `request`. Returns the request's number of rows.
+  int64_t BindInputs(int subgraph, const std::vector<HostTensor>& inputs, const GivenAnchors& given,
+                     Request& request) const;
+  // The caller's output buffers (checked against the shapes for `rows`), or owned ones.
+  void BindOutputs(int subgraph, const std::vector<HostTensor>& outputs, const GivenAnchors& given, int64_t rows,
+                   Request& request) const;
+  // "the model", or "subgraph N ('name')" for a fused executable (for messages).
+  std::string SubgraphLabel(int subgraph) const;
   // A reset request from the pool (or a new one when every pooled request is in use).
   std::shared_ptr<Request> AcquireRequest();
   void DeviceLoop();

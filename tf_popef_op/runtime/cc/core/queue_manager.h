@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "tf_popef_op/runtime/cc/core/ring_buffer.h"
+#include "tf_popef_op/runtime/cc/base/ring_buffer.h"
 
 namespace tfpopef {
 

@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "tf_popef_op/runtime/cc/core/aligned_buffer.h"
-#include "tf_popef_op/runtime/cc/core/dtype.h"
-#include "tf_popef_op/runtime/cc/core/error.h"
+#include "tf_popef_op/runtime/cc/base/aligned_buffer.h"
+#include "tf_popef_op/runtime/cc/base/dtype.h"
+#include "tf_popef_op/runtime/cc/base/error.h"
 
 namespace tfpopef {
 

@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "tf_popef_op/runtime/cc/core/aligned_buffer.h"
+#include "tf_popef_op/runtime/cc/base/aligned_buffer.h"
 #include "tf_popef_op/runtime/cc/core/device.h"
 #include "tf_popef_op/runtime/cc/core/executable.h"
 

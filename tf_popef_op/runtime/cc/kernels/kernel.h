@@ -16,8 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tf_popef_op/runtime/cc/core/dtype.h"
-#include "tf_popef_op/runtime/cc/core/error.h"
+#include "tf_popef_op/runtime/cc/base/dtype.h"
+#include "tf_popef_op/runtime/cc/base/error.h"
 
 namespace tfpopef {
 

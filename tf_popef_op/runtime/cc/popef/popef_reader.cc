@@ -25,8 +25,14 @@ uint32_t U32(const uint8_t* p) {
 }
 uint64_t U64(const uint8_t* p) { return static_cast<uint64_t>(U32(p)) | (static_cast<uint64_t>(U32(p + 4)) << 32); }
 
-// zlib's crc32 takes a uInt length; feed large payloads in chunks.
-uint32_t Crc32(uint32_t crc, const uint8_t* p, size_t n) {
+// Python decodes names with errors="replace"; keep the bytes, they only appear in messages.
+std::string Quoted(const std::string& name) { return "'" + name + "'"; }
+
+}  // namespace
+
+uint32_t Crc32(uint32_t crc, const void* data, size_t n) {
+  // zlib's crc32 takes a uInt length; feed large payloads in chunks.
+  const auto* p = static_cast<const uint8_t*>(data);
   while (n > 0) {
     const uInt chunk = static_cast<uInt>(n > (1u << 30) ? (1u << 30) : n);
     crc = static_cast<uint32_t>(crc32(crc, p, chunk));
@@ -35,11 +41,6 @@ uint32_t Crc32(uint32_t crc, const uint8_t* p, size_t n) {
   }
   return crc;
 }
-
-// Python decodes names with errors="replace"; keep the bytes, they only appear in messages.
-std::string Quoted(const std::string& name) { return "'" + name + "'"; }
-
-}  // namespace
 
 const char* BlobTypeLabel(BlobType type) {
   switch (type) {

@@ -18,8 +18,8 @@
 #include <string_view>
 #include <vector>
 
-#include "tf_popef_op/runtime/cc/core/aligned_buffer.h"
-#include "tf_popef_op/runtime/cc/core/error.h"
+#include "tf_popef_op/runtime/cc/base/aligned_buffer.h"
+#include "tf_popef_op/runtime/cc/base/error.h"
 
 namespace tfpopef {
 
@@ -29,6 +29,9 @@ enum class BlobType : uint16_t { kMetadata = 1, kExecutable = 2, kTensorData = 3
 const char* BlobTypeLabel(BlobType type);
 
 // One blob; `payload` points into the owning PopefReader's bytes.
+// zlib's CRC-32 of `n` bytes at `data`, continuing from `crc` (0 to start); any size.
+uint32_t Crc32(uint32_t crc, const void* data, size_t n);
+
 struct PopefBlob {
   BlobType type;
   std::string name;

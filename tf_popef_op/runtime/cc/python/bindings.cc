@@ -16,7 +16,7 @@
 #include "tf_popef_op/runtime/cc/core/device_manager.h"
 #include "tf_popef_op/runtime/cc/core/model_runner.h"
 #include "tf_popef_op/runtime/cc/kernels/kernel.h"
-#include "tf_popef_op/runtime/cc/kernels/thread_pool.h"
+#include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
 #include "tf_popef_op/runtime/cc/python/error_translation.h"
 #include "tf_popef_op/runtime/cc/python/numpy_tensors.h"
 

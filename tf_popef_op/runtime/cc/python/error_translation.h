@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "tf_popef_op/runtime/cc/core/error.h"
+#include "tf_popef_op/runtime/cc/base/error.h"
 
 namespace tfpopef {
 namespace python {

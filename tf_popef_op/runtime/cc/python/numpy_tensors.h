@@ -8,8 +8,8 @@
 
 #include <string>
 
-#include "tf_popef_op/runtime/cc/core/dtype.h"
-#include "tf_popef_op/runtime/cc/core/host_tensor.h"
+#include "tf_popef_op/runtime/cc/base/dtype.h"
+#include "tf_popef_op/runtime/cc/base/host_tensor.h"
 
 namespace tfpopef {
 namespace python {

@@ -1,0 +1,146 @@
+// Add, Sub, Mul, Div with numpy broadcasting; float32, float16 (via the float32 kernel),
+// float64, int8/16/32/64 and uint8/16/32/64.
+//
+// Integer semantics are defined for every input, so a model can never crash the process:
+// - Add/Sub/Mul wrap around (two's complement), like numpy; computed in the unsigned type
+//   because signed overflow is undefined behaviour in C++.
+// - Div truncates toward zero (ONNX). x / 0 is defined as 0 (it would raise SIGFPE), and
+//   MIN / -1 wraps to MIN (the only other trapping case).
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <type_traits>
+
+#include "tf_popef_op/runtime/cc/kernels/kernel_checks.h"
+#include "tf_popef_op/runtime/cc/kernels/support/broadcast.h"
+#include "tf_popef_op/runtime/cc/kernels/support/fp16_adapter.h"
+#include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
+
+namespace tfpopef {
+namespace kernels {
+namespace {
+
+template <typename T>
+using Unsigned = std::make_unsigned_t<T>;
+
+struct AddOp {
+  template <typename T>
+  T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) return static_cast<T>(static_cast<Unsigned<T>>(a) + static_cast<Unsigned<T>>(b));
+    else return a + b;
+  }
+};
+
+struct SubOp {
+  template <typename T>
+  T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) return static_cast<T>(static_cast<Unsigned<T>>(a) - static_cast<Unsigned<T>>(b));
+    else return a - b;
+  }
+};
+
+struct MulOp {
+  template <typename T>
+  T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) return static_cast<T>(static_cast<Unsigned<T>>(a) * static_cast<Unsigned<T>>(b));
+    else return a * b;
+  }
+};
+
+struct DivOp {
+  template <typename T>
+  T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      if (b == 0) return 0;                                                // defined: x / 0 = 0
+      if constexpr (std::is_signed_v<T>)
+        if (b == -1) return static_cast<T>(Unsigned<T>(0) - static_cast<Unsigned<T>>(a));  // MIN / -1 wraps
+      return a / b;                                                        // C++ truncates toward zero
+    } else {
+      return a / b;  // IEEE: x / 0 = +-inf, 0 / 0 = nan
+    }
+  }
+};
+
+template <typename T, typename Op>
+class BinaryKernel final : public Kernel {
+ public:
+  explicit BinaryKernel(BroadcastPlan<2> plan) : plan_(std::move(plan)), numel_(plan_.num_runs * plan_.run_length()) {}
+
+  void Run(const KernelContext& ctx) const override {
+    const T* a = static_cast<const T*>(ctx.inputs[0]);
+    const T* b = static_cast<const T*>(ctx.inputs[1]);
+    T* c = static_cast<T*>(ctx.outputs[0]);
+    const int64_t sa = plan_.run_stride(0), sb = plan_.run_stride(1);
+    const Op op;
+    // The run strides are fixed per kernel, so each branch is a simple loop the compiler
+    // vectorizes: same shape / scalar operand / row broadcast all end up here. Large outputs
+    // are split into element ranges on the intra-op pool.
+    ParallelFor(numel_, kStreamingGrain, [&](int64_t begin, int64_t end) {
+      ForEachRunInRange(plan_, begin, end, [&](int64_t o, const std::array<int64_t, 2>& off, int64_t n) {
+        const T* pa = a + off[0];
+        const T* pb = b + off[1];
+        T* pc = c + o;
+        if (sa == 1 && sb == 1) {
+          for (int64_t i = 0; i < n; ++i) pc[i] = op(pa[i], pb[i]);
+        } else if (sa == 1 && sb == 0) {
+          const T vb = *pb;
+          for (int64_t i = 0; i < n; ++i) pc[i] = op(pa[i], vb);
+        } else if (sa == 0 && sb == 1) {
+          const T va = *pa;
+          for (int64_t i = 0; i < n; ++i) pc[i] = op(va, pb[i]);
+        } else {
+          for (int64_t i = 0; i < n; ++i) pc[i] = op(pa[i * sa], pb[i * sb]);
+        }
+      });
+    });
+  }
+
+ private:
+  const BroadcastPlan<2> plan_;
+  const int64_t numel_;
+};
+
+template <typename Op>
+std::unique_ptr<Kernel> CreateFloat32OrInt(const KernelSpec& spec) {
+  const auto& a = spec.inputs[0].shape;
+  const auto& b = spec.inputs[1].shape;
+  std::vector<int64_t> out;
+  if (!BroadcastShapes(a, b, &out))
+    throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": input shapes " + ShapeToString(a) + " and " +
+                                                 ShapeToString(b) + " are not broadcastable (numpy rules)");
+  CheckOutputShape(spec, 0, out);
+  BroadcastPlan<2> plan = MakeBroadcastPlan<2>(out, {a, b}, spec.Where());
+  switch (spec.inputs[0].dtype) {
+    case DType::kFloat32: return std::make_unique<BinaryKernel<float, Op>>(std::move(plan));
+    case DType::kFloat64: return std::make_unique<BinaryKernel<double, Op>>(std::move(plan));
+    case DType::kInt8: return std::make_unique<BinaryKernel<int8_t, Op>>(std::move(plan));
+    case DType::kInt16: return std::make_unique<BinaryKernel<int16_t, Op>>(std::move(plan));
+    case DType::kInt32: return std::make_unique<BinaryKernel<int32_t, Op>>(std::move(plan));
+    case DType::kInt64: return std::make_unique<BinaryKernel<int64_t, Op>>(std::move(plan));
+    case DType::kUInt8: return std::make_unique<BinaryKernel<uint8_t, Op>>(std::move(plan));
+    case DType::kUInt16: return std::make_unique<BinaryKernel<uint16_t, Op>>(std::move(plan));
+    case DType::kUInt32: return std::make_unique<BinaryKernel<uint32_t, Op>>(std::move(plan));
+    case DType::kUInt64: return std::make_unique<BinaryKernel<uint64_t, Op>>(std::move(plan));
+    default: break;
+  }
+  throw Error(ErrorCode::kInternal, spec.Where() + ": unexpected dtype " + DTypeName(spec.inputs[0].dtype));
+}
+
+template <typename Op>
+std::unique_ptr<Kernel> CreateBinary(const KernelSpec& spec) {
+  CheckArity(spec, 2, 2, 1);
+  CheckSameDType(spec, {DType::kFloat32, DType::kFloat16, DType::kFloat64, DType::kInt8, DType::kInt16, DType::kInt32,
+                       DType::kInt64, DType::kUInt8, DType::kUInt16, DType::kUInt32, DType::kUInt64});
+  return WithFloat16Support(spec, CreateFloat32OrInt<Op>);
+}
+
+}  // namespace
+
+TFPOPEF_REGISTER_KERNEL("Add", CreateBinary<AddOp>);
+TFPOPEF_REGISTER_KERNEL("Sub", CreateBinary<SubOp>);
+TFPOPEF_REGISTER_KERNEL("Mul", CreateBinary<MulOp>);
+TFPOPEF_REGISTER_KERNEL("Div", CreateBinary<DivOp>);
+
+}  // namespace kernels
+}  // namespace tfpopef

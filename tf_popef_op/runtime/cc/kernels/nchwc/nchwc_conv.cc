@@ -1,0 +1,234 @@
+// NchwcConv: a 2-D convolution on the blocked NCHW8c layout (docs/popef.md, "Blocked layout"),
+// Y = act(conv(X, W) + B + Sum), float32 (float16 through fp16_adapter.h). The compiler
+// (to_nchwc_layout) writes it for chains of convolutions, with W already in the blocked order,
+// so this kernel does no repacking and the weights stay mapped from the PopEF. Inputs X, W,
+// then B when has_bias = 1, then Sum when has_sum = 1. Variants, by X's rank and `group`:
+//   regular, blocked input   X [N, C/8, H, W, 8], W [M/8G, C/8, KH, KW, 8(c), 8G(m)]
+//   regular, plain input     X [N, C, H, W] (any C), W [M/8G, C, KH, KW, 8G(m)]
+//   depthwise (group == C)   X [N, C/8, H, W, 8], W [C/8, KH, KW, 8]
+// Y and Sum are [N, M/8, OH, OW, 8], B is [M]. G (1, or 2 when M/8 is even) is the number of
+// output blocks per weight group: a pair of blocks is one 16-float vector of the AVX-512 tiles.
+//
+// Work items are output row segments × groups of output blocks, spread over the intra-op pool;
+// the tile loops are in nchwc_tiles.inc. A 1x1 stride-1 unpadded convolution is a matrix
+// product over pixels: its H·W pixels are one long row, cut into segments.
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "tf_popef_op/runtime/cc/kernels/nchwc/nchwc_checks.h"
+#include "tf_popef_op/runtime/cc/kernels/nchwc/nchwc_tiles.h"
+#include "tf_popef_op/runtime/cc/kernels/support/epilogue.h"
+#include "tf_popef_op/runtime/cc/kernels/support/fp16_adapter.h"
+#include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
+
+namespace tfpopef {
+namespace kernels {
+namespace {
+
+// Output pixels per row segment when a row is long (pointwise rows are H·W pixels): a multiple
+// of the tile widths (6 and 8) that keeps one segment's input blocks in L1/L2.
+constexpr int64_t kSegmentPixels = 192;
+// Output blocks per work item of the regular convolution: one AVX-512 tile of 4 pairs, two of
+// 4 blocks, four AVX2 tiles (which reuse the input window in L1). Even, so items start at whole pairs.
+constexpr int64_t kItemBlocks = 8;
+// Weight bytes of one work item's pass over the input channels (kItemBlocks output blocks):
+// they stay in L2 while the item's pixel tiles use them, and the pass's input window in L1.
+constexpr int64_t kPassWeightBytes = 128 * 1024;
+// Output rows at most this wide read a zero-padded copy of the input when the convolution pads
+// its columns: at a border pixel the window is cut, so it takes a 1-pixel tile (a few times
+// slower per pixel than the 6-pixel ones); on a 7-wide row that is 2 pixels of 7.
+constexpr int64_t kPadCopyMaxWidth = 32;
+// Multiply-adds a chunk of items must carry before it is worth handing to a pool worker.
+constexpr int64_t kChunkMacs = int64_t{1} << 18;
+
+struct NchwcConvParams {
+  NchwcGeometry g;
+  int64_t n = 0;
+  bool depthwise = false;
+  bool has_bias = false, has_sum = false;
+  bool half_weights = false;   // W is float16, widened by the tiles as they load it
+  bool weights_outer = false;  // items ordered block-group first (weights bigger than the input)
+  bool pad_copy = false;       // run on a zero-padded copy of X (in scratch) with geometry `padded`
+  NchwcGeometry padded;
+  int64_t pad_bottom = 0;
+  int64_t segments = 1, segment = 0;  // per output row
+  int64_t block_groups = 0;           // regular: ceil(M/8 / kItemBlocks); depthwise: M/8
+  NchwcEpilogue epilogue;             // bias/sum pointers filled per run
+  NchwcTileFns tiles;
+};
+
+class NchwcConvKernel final : public Kernel {
+ public:
+  explicit NchwcConvKernel(const NchwcConvParams& p) : p_(p) {}
+
+  size_t scratch_bytes() const override {
+    return p_.pad_copy ? static_cast<size_t>(p_.n * p_.padded.in_image_stride()) * sizeof(float) : 0;
+  }
+
+  void Run(const KernelContext& ctx) const override {
+    const float* x = static_cast<const float*>(ctx.inputs[0]);
+    if (p_.pad_copy) x = PadCopy(x, static_cast<float*>(ctx.scratch));
+    const NchwcGeometry& g = p_.pad_copy ? p_.padded : p_.g;
+    const float* w = static_cast<const float*>(ctx.inputs[1]);
+    const uint16_t* w_half = static_cast<const uint16_t*>(ctx.inputs[1]);
+    float* y = static_cast<float*>(ctx.outputs[0]);
+    NchwcEpilogue e = p_.epilogue;
+    e.bias = p_.has_bias ? static_cast<const float*>(ctx.inputs[2]) : nullptr;
+    e.sum = p_.has_sum ? static_cast<const float*>(ctx.inputs[p_.has_bias ? 3 : 2]) : nullptr;
+    const int64_t rows = p_.n * g.oh * p_.segments;  // (image, output row, segment)
+    const int64_t items = rows * p_.block_groups;
+    if (items == 0) return;
+    const int64_t taps = g.kh * g.kw * (p_.depthwise ? 1 : g.in_blocks * g.in_lanes);
+    const int64_t item_macs = p_.segment * kNchwcBlock * taps * (p_.depthwise ? 1 : kItemBlocks);
+    auto run = [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t row = p_.weights_outer ? i % rows : i / p_.block_groups;
+        const int64_t group = p_.weights_outer ? i / rows : i % p_.block_groups;
+        const int64_t seg = row % p_.segments, oy = (row / p_.segments) % g.oh, n = row / (p_.segments * g.oh);
+        const int64_t ox0 = seg * p_.segment, ox1 = std::min(g.ow, ox0 + p_.segment);
+        if (p_.depthwise) {
+          p_.tiles.depthwise_row(g, x, w, e, y, n, group, oy, ox0, ox1);
+        } else {
+          const int64_t ob0 = group * kItemBlocks, obn = std::min(kItemBlocks, g.out_blocks - ob0);
+          if (p_.half_weights) p_.tiles.conv_row_half_weights(g, x, w_half, e, y, n, ob0, obn, oy, ox0, ox1);
+          else p_.tiles.conv_row(g, x, w, e, y, n, ob0, obn, oy, ox0, ox1);
+        }
+      }
+    };
+    ParallelFor(items, ItemsPerChunk(item_macs, kChunkMacs), run);
+  }
+
+ private:
+  // X with its pads written as zeros, one (image, block) plane per work item; returns the copy.
+  const float* PadCopy(const float* x, float* out) const {
+    const NchwcGeometry& g = p_.g;
+    const NchwcGeometry& pg = p_.padded;
+    const int64_t row = g.w * kNchwcBlock, prow = pg.w * kNchwcBlock;
+    const int64_t left = g.pad_left * kNchwcBlock;
+    ParallelFor(p_.n * g.in_blocks, ItemsPerChunk(pg.in_block_stride(), kStreamingGrain), [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        const float* src = x + b * g.in_block_stride();
+        float* dst = out + b * pg.in_block_stride();
+        std::fill(dst, dst + g.pad_top * prow, 0.0f);
+        dst += g.pad_top * prow;
+        for (int64_t r = 0; r < g.h; ++r, dst += prow, src += row) {
+          std::fill(dst, dst + left, 0.0f);
+          std::copy(src, src + row, dst + left);
+          std::fill(dst + left + row, dst + prow, 0.0f);
+        }
+        std::fill(dst, dst + p_.pad_bottom * prow, 0.0f);
+      }
+    });
+    return out;
+  }
+
+
+  const NchwcConvParams p_;
+};
+
+NchwcEpilogue ReadNchwcEpilogue(const KernelSpec& spec) {
+  NchwcEpilogue e;
+  const Epilogue read = ReadEpilogue(spec);
+  if (read.activation == Activation::kRelu) {
+    e.in_register = NchwcEpilogue::InRegister::kRelu;
+  } else if (read.activation == Activation::kClip) {
+    e.in_register = NchwcEpilogue::InRegister::kClip;
+    e.lo = read.p0;
+    e.hi = read.p1;
+  } else {
+    e.post = read;
+  }
+  return e;
+}
+
+std::unique_ptr<Kernel> CreateFloat32NchwcConv(const KernelSpec& spec) {
+  NchwcConvParams p;
+  const EpilogueInputs in = ReadEpilogueInputs(spec);
+  p.has_bias = in.has_bias;
+  p.has_sum = in.has_sum;
+  const auto& x = spec.inputs[0].shape;
+  const auto& w = spec.inputs[1].shape;
+  NchwcGeometry& g = p.g;
+  const int64_t group = spec.attrs.Int("group");
+  const bool blocked_input = x.size() == 5;
+  if (blocked_input) CheckBlocked(spec, "input X", x);
+  else if (x.size() != 4)
+    throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": input X has shape " + ShapeToString(x) +
+                                                 ", expected blocked [N, C/8, H, W, 8] or plain [N, C, H, W]");
+  p.n = x[0];
+  g.in_lanes = blocked_input ? kNchwcBlock : 1;
+  g.in_blocks = x[1];
+  g.h = x[2];
+  g.w = x[3];
+  const int64_t c = g.in_blocks * g.in_lanes;
+  ReadNchwcWindow(spec, &g);
+  if (group == 1) {
+    if (w.empty()) throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": weights have no dims");
+    g.out_group = w.back() == 2 * kNchwcBlock ? 2 : 1;
+    g.out_blocks = w[0] * g.out_group;
+    const int64_t groups = w[0], lanes = g.out_group * kNchwcBlock;
+    CheckShape(spec, "weights W", w,
+               blocked_input ? std::vector<int64_t>{groups, g.in_blocks, g.kh, g.kw, kNchwcBlock, lanes}
+                             : std::vector<int64_t>{groups, c, g.kh, g.kw, lanes});
+  } else if (group == c && blocked_input) {
+    p.depthwise = true;
+    g.out_blocks = g.in_blocks;
+    CheckShape(spec, "depthwise weights W", w, {g.in_blocks, g.kh, g.kw, kNchwcBlock});
+  } else {
+    throw Error(ErrorCode::kUnimplemented,
+                spec.Where() + ": group " + std::to_string(group) + " with input " + ShapeToString(x) +
+                    " (supported: group 1, or group == C with a blocked input: depthwise)");
+  }
+  CheckOutputShape(spec, 0, {p.n, g.out_blocks, g.oh, g.ow, kNchwcBlock});
+  p.half_weights = spec.inputs[1].dtype == DType::kFloat16;
+  if (p.half_weights && p.depthwise)  // CreateNchwcConv widens depthwise weights (they are small)
+    throw Error(ErrorCode::kInternal, spec.Where() + ": float16 depthwise weights reached the float32 kernel");
+  if (p.has_bias) CheckShape(spec, "bias B", spec.inputs[2].shape, {g.out_blocks * kNchwcBlock});
+  p.epilogue = ReadNchwcEpilogue(spec);
+  p.tiles = NchwcTiles();
+  // A 1x1 stride-1 unpadded convolution reads pixel i for output pixel i: one long row.
+  if (g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.oh == g.h && g.ow == g.w) {
+    g.w = g.ow = g.h * g.w;
+    g.h = g.oh = 1;
+  }
+  const int64_t block_weight_bytes =
+      kItemBlocks * g.kh * g.kw * g.in_lanes * kNchwcBlock * (p.half_weights ? sizeof(uint16_t) : sizeof(float));
+  g.in_blocks_per_pass = std::max<int64_t>(1, kPassWeightBytes / block_weight_bytes);
+  p.segments = g.ow > 2 * kSegmentPixels ? (g.ow + kSegmentPixels - 1) / kSegmentPixels : 1;
+  p.segment = (g.ow + p.segments - 1) / p.segments;
+  p.block_groups = p.depthwise ? g.out_blocks : (g.out_blocks + kItemBlocks - 1) / kItemBlocks;
+  // Weights bigger than one image's input (late ResNet layers): walk the rows inside each
+  // block group, so a group's weights are read from memory once and its rows hit the cache.
+  p.weights_outer = !p.depthwise && Product(w) > g.in_image_stride();
+  const std::vector<int64_t> pads = spec.attrs.Ints("pads");
+  p.pad_bottom = pads[2];
+  const int64_t pad_right = pads[3];
+  p.pad_copy = !p.depthwise && blocked_input && g.ow <= kPadCopyMaxWidth && (g.pad_left > 0 || pad_right > 0);
+  if (p.pad_copy) {
+    p.padded = g;
+    p.padded.h = g.h + g.pad_top + p.pad_bottom;
+    p.padded.w = g.w + g.pad_left + pad_right;
+    p.padded.pad_top = p.padded.pad_left = 0;
+  }
+  return std::make_unique<NchwcConvKernel>(p);
+}
+
+std::unique_ptr<Kernel> CreateNchwcConv(const KernelSpec& spec) {
+  CheckArity(spec, 2, 4, 1);
+  CheckSameDType(spec, {DType::kFloat32, DType::kFloat16});
+  // A regular convolution's float16 weights are read as they are (widened in registers): they
+  // are most of a float16 model's bytes, and the tiles then read half the weight bytes of
+  // float32 (3x3 512->512 at 7x7, batch 1: 0.89x the float32 time) instead of widening a copy
+  // every run. Depthwise weights are few: the adapter widens them.
+  const bool regular = spec.attrs.Int("group") == 1;
+  return WithFloat16Support(spec, CreateFloat32NchwcConv, regular ? std::vector<size_t>{1} : std::vector<size_t>{});
+}
+
+}  // namespace
+
+TFPOPEF_REGISTER_KERNEL("NchwcConv", CreateNchwcConv);
+
+}  // namespace kernels
+}  // namespace tfpopef

@@ -1,0 +1,74 @@
+// ToNchwc / FromNchwc: the reorders at the edges of a blocked chain (docs/popef.md, "Blocked
+// layout"), float32 or float16 (moved as 16-bit words, no conversion). ToNchwc: X [N, C, H, W] (C % 8 == 0) -> Y [N, C/8, H, W, 8];
+// FromNchwc: the inverse. One (image, block) at a time: 8 planes <-> one interleaved plane,
+// a transpose of an 8 × H·W matrix done in strips of pixels that stay in L1.
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+
+#include "tf_popef_op/runtime/cc/kernels/nchwc/nchwc_checks.h"
+#include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
+
+namespace tfpopef {
+namespace kernels {
+namespace {
+
+constexpr int64_t kStrip = 256;  // pixels per strip: 8 KB of a float32 interleaved plane
+
+// T: float, or uint16_t for float16 (a reorder only moves elements).
+template <typename T>
+class NchwcReorderKernel final : public Kernel {
+ public:
+  NchwcReorderKernel(int64_t planes, int64_t pixels, bool to_blocked)
+      : planes_(planes), pixels_(pixels), to_blocked_(to_blocked) {}
+
+  void Run(const KernelContext& ctx) const override {
+    const T* x = static_cast<const T*>(ctx.inputs[0]);
+    T* y = static_cast<T*>(ctx.outputs[0]);
+    const int64_t block_elements = pixels_ * kNchwcBlock;
+    ParallelFor(planes_, ItemsPerChunk(block_elements, kStreamingGrain), [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        const T* src = x + b * block_elements;
+        T* dst = y + b * block_elements;
+        for (int64_t p0 = 0; p0 < pixels_; p0 += kStrip) {
+          const int64_t p1 = std::min(pixels_, p0 + kStrip);
+          for (int64_t lane = 0; lane < kNchwcBlock; ++lane) {
+            if (to_blocked_) {
+              const T* plane = src + lane * pixels_;
+              for (int64_t p = p0; p < p1; ++p) dst[p * kNchwcBlock + lane] = plane[p];
+            } else {
+              T* plane = dst + lane * pixels_;
+              for (int64_t p = p0; p < p1; ++p) plane[p] = src[p * kNchwcBlock + lane];
+            }
+          }
+        }
+      }
+    });
+  }
+
+ private:
+  const int64_t planes_, pixels_;  // planes_: N · C/8 blocks of 8 channels
+  const bool to_blocked_;
+};
+
+std::unique_ptr<Kernel> CreateReorder(const KernelSpec& spec, bool to_blocked) {
+  CheckArity(spec, 1, 1, 1);
+  CheckSameDType(spec, {DType::kFloat32, DType::kFloat16});
+  const auto& plain = to_blocked ? spec.inputs[0].shape : spec.outputs[0].shape;
+  const auto& blocked = to_blocked ? spec.outputs[0].shape : spec.inputs[0].shape;
+  CheckBlocked(spec, to_blocked ? "output Y" : "input X", blocked);
+  CheckShape(spec, to_blocked ? "input X" : "output Y", plain,
+             {blocked[0], blocked[1] * kNchwcBlock, blocked[2], blocked[3]});
+  const int64_t planes = blocked[0] * blocked[1], pixels = blocked[2] * blocked[3];
+  if (spec.inputs[0].dtype == DType::kFloat16)
+    return std::make_unique<NchwcReorderKernel<uint16_t>>(planes, pixels, to_blocked);
+  return std::make_unique<NchwcReorderKernel<float>>(planes, pixels, to_blocked);
+}
+
+}  // namespace
+
+TFPOPEF_REGISTER_KERNEL("ToNchwc", [](const KernelSpec& spec) { return CreateReorder(spec, true); });
+TFPOPEF_REGISTER_KERNEL("FromNchwc", [](const KernelSpec& spec) { return CreateReorder(spec, false); });
+
+}  // namespace kernels
+}  // namespace tfpopef

@@ -1,0 +1,98 @@
+// The inner loops of the NCHW8c (blocked) kernels: NchwcConv (nchwc_conv.cc) and NchwcMaxPool
+// (nchwc_pool.cc). Layout and ops: docs/popef.md, "Blocked layout".
+//
+// A blocked tensor [N, C/8, H, W, 8] keeps the 8 channels of one pixel in one 32-byte vector,
+// so a convolution computes an output tile of OB blocks (8·OB channels) × P pixels in
+// registers: per input channel and window tap it broadcasts P input values and does OB·P
+// vector multiply-adds with the tap's OB weight vectors. Every output pixel is written once,
+// as whole vectors, with bias, residual sum and Relu/Clip applied in the registers; the other
+// activations run over each finished row segment while it is in cache.
+//
+// Each function computes one output row segment; the kernels spread row segments over the
+// intra-op pool. The code is compiled three times (nchwc_tiles.inc): for AVX-512 (tiles of 4
+// pairs of blocks, a pair being one 16-float vector, nchwc_tiles_zmm.inc; 4 blocks of 8 when
+// the weights are not paired), for AVX2+FMA (2 blocks in 16 registers), and portable (GCC
+// vector types, whatever the build's -march); NchwcTiles() picks one from vector_math.h's
+// run-time path (TF_POPEF_SIMD), so one build runs on any x86-64 host.
+#pragma once
+
+#include <cstdint>
+
+#include "tf_popef_op/runtime/cc/kernels/support/epilogue.h"
+
+namespace tfpopef {
+namespace kernels {
+
+constexpr int64_t kNchwcBlock = 8;
+
+// The geometry of one blocked convolution or pooling step, fixed at prepare. Input blocks
+// are `in_lanes` channels wide: 8 for a blocked input, 1 for a plain NCHW input (the first
+// convolution of an RGB network reads its 3 planes directly).
+struct NchwcGeometry {
+  int64_t in_blocks = 0, in_lanes = kNchwcBlock;  // C/8 blocks of 8, or C planes of 1
+  int64_t out_blocks = 0;                          // M/8
+  // Output blocks per weight group: W's last axis holds 8·out_group output channels, so a pair
+  // of blocks (out_group 2) is one 16-float vector for the AVX-512 tiles (M/8 even), 1 otherwise.
+  int64_t out_group = 1;
+  int64_t h = 0, w = 0, oh = 0, ow = 0;
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pad_top = 0, pad_left = 0;
+  // Convolution: input blocks per pass over the input channels (see ConvPass in nchwc_tiles.inc).
+  int64_t in_blocks_per_pass = 1;
+
+  int64_t in_block_stride() const { return h * w * in_lanes; }   // floats between input blocks
+  int64_t in_image_stride() const { return in_blocks * in_block_stride(); }
+  int64_t out_block_stride() const { return oh * ow * kNchwcBlock; }
+  int64_t out_image_stride() const { return out_blocks * out_block_stride(); }
+  // Floats of weights per output block: [in_blocks, kh, kw, in_lanes, 8] (depthwise: [kh, kw, 8]).
+  int64_t weights_per_out_block() const { return in_blocks * kh * kw * in_lanes * kNchwcBlock; }
+  // Floats of weights per group of out_group blocks (regular convolution): [in_blocks, kh, kw,
+  // in_lanes, 8·out_group], block b of the group being lanes [8b, 8b + 8) of the last axis.
+  int64_t weights_per_group() const { return weights_per_out_block() * out_group; }
+};
+
+// What the tile code applies before storing: bias (per output channel), the residual sum
+// (Y's layout) and Relu/Clip in registers; `post` (any other activation) afterwards per row.
+struct NchwcEpilogue {
+  const float* bias = nullptr;  // [M] or null
+  const float* sum = nullptr;   // Y's shape or null
+  enum class InRegister { kNone, kRelu, kClip } in_register = InRegister::kNone;
+  float lo = 0.0f, hi = 0.0f;   // Clip bounds
+  Epilogue post;                // identity unless the activation is neither Relu nor Clip
+};
+
+// Output row `oy` of image `n`, columns [ox0, ox1), for output blocks [ob0, ob0 + obn).
+// x, w, y: the step's whole tensors (x blocked or plain per g.in_lanes; w as the contract of
+// docs/popef.md); e: the epilogue. Regular (group 1) convolution.
+using NchwcConvRowFn = void (*)(const NchwcGeometry& g, const float* x, const float* w, const NchwcEpilogue& e,
+                                float* y, int64_t n, int64_t ob0, int64_t obn, int64_t oy, int64_t ox0, int64_t ox1);
+// The same with float16 weights (IEEE binary16 bits), widened in registers as they are loaded.
+using NchwcConvRowHalfWeightsFn = void (*)(const NchwcGeometry& g, const float* x, const uint16_t* w,
+                                           const NchwcEpilogue& e, float* y, int64_t n, int64_t ob0, int64_t obn,
+                                           int64_t oy, int64_t ox0, int64_t ox1);
+// Depthwise (group == C == M, blocked input): block `cb` of image n, row oy, columns [ox0, ox1).
+using NchwcDepthwiseRowFn = void (*)(const NchwcGeometry& g, const float* x, const float* w,
+                                     const NchwcEpilogue& e, float* y, int64_t n, int64_t cb, int64_t oy, int64_t ox0,
+                                     int64_t ox1);
+// Max pooling (windows clipped to the input): block `cb` of image n, row oy, all columns. With
+// zero_pads the pads are zeros (a folded zero Pad): a window reaching into them includes 0.
+using NchwcMaxPoolRowFn = void (*)(const NchwcGeometry& g, bool zero_pads, const float* x, float* y, int64_t n,
+                                   int64_t cb, int64_t oy);
+
+struct NchwcTileFns {
+  NchwcConvRowFn conv_row;
+  NchwcConvRowHalfWeightsFn conv_row_half_weights;
+  NchwcDepthwiseRowFn depthwise_row;
+  NchwcMaxPoolRowFn max_pool_row;
+};
+
+// The build for this host's SIMD path (vector_math.h's ActivePath, TF_POPEF_SIMD).
+const NchwcTileFns& NchwcTiles();
+
+extern const NchwcTileFns kNchwcPortableTiles;
+// Defined only on x86-64 builds (nchwc_tiles_avx2.cc, nchwc_tiles_avx512.cc); use only when
+// CpuHasAvx2Fma() / CpuHasAvx512() (both include F16C).
+extern const NchwcTileFns kNchwcAvx2Tiles;
+extern const NchwcTileFns kNchwcAvx512Tiles;
+
+}  // namespace kernels
+}  // namespace tfpopef

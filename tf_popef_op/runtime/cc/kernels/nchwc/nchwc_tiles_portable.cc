@@ -1,0 +1,62 @@
+// The portable build of the NCHW8c tile loops (nchwc_tiles.inc with V a GCC vector of 8 floats,
+// which the compiler lowers to whatever the build's target has: two SSE registers on a baseline
+// x86-64), plus NchwcTiles(), which picks this, the AVX2+FMA or the AVX-512 build at run time.
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
+#include "tf_popef_op/runtime/cc/base/half.h"
+#include "tf_popef_op/runtime/cc/kernels/nchwc/nchwc_tiles.h"
+#include "tf_popef_op/runtime/cc/kernels/support/vector_math.h"
+
+// The vector type is internal to this file, so the ABI note about passing it without AVX does
+// not concern any caller.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace tfpopef {
+namespace kernels {
+namespace {
+
+typedef float V __attribute__((vector_size(32)));
+inline V VZero() { return V{}; }
+inline V VSet(float v) { return V{} + v; }
+inline V VLoad(const float* p) {
+  V v;
+  __builtin_memcpy(&v, p, sizeof(v));  // unaligned
+  return v;
+}
+inline void VStore(float* p, V v) { __builtin_memcpy(p, &v, sizeof(v)); }
+inline V VLoadWeights(const float* p) { return VLoad(p); }
+inline V VLoadWeights(const uint16_t* p) {
+  V v;
+  for (int i = 0; i < 8; ++i) v[i] = HalfToFloat(p[i]);
+  return v;
+}
+inline V VBroadcast(const float* p) { return V{} + *p; }
+inline V VFma(V a, V b, V c) { return a * b + c; }
+inline V VAdd(V a, V b) { return a + b; }
+inline V VMax(V a, V b) { return a > b ? a : b; }
+inline V VMin(V a, V b) { return a < b ? a : b; }
+
+// 2 output blocks × 6 pixels, as the AVX2 build (a baseline x86-64 spills them anyway).
+constexpr int kConvTileBlocks = 2;
+
+#include "tf_popef_op/runtime/cc/kernels/nchwc/nchwc_tiles.inc"
+
+}  // namespace
+
+const NchwcTileFns kNchwcPortableTiles = {ConvRow<float>, ConvRow<uint16_t>, DepthwiseRow, MaxPoolRow};
+
+const NchwcTileFns& NchwcTiles() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  switch (vmath::ActivePath()) {
+    case vmath::SimdPath::kAvx512: return kNchwcAvx512Tiles;
+    case vmath::SimdPath::kAvx2: return kNchwcAvx2Tiles;
+    case vmath::SimdPath::kPortable: break;
+  }
+#endif
+  return kNchwcPortableTiles;
+}
+
+}  // namespace kernels
+}  // namespace tfpopef

@@ -1,0 +1,185 @@
+// Inference normalizations on float32 (float16 via the float32 kernel):
+// - BatchNormalization: X [N, C, ...], per-channel scale, B, mean, var [C]:
+//   y = (x − mean) / sqrt(var + epsilon) · scale + B, folded per channel into y = a·x + b.
+// - LayerNormalization: normalizes over the trailing dims [axis:] of X (viewed as
+//   [outer, inner]); Scale and optional B broadcast to those dims (the compiler checks they
+//   are full [inner] tensors or broadcastable; the kernel takes them unidirectionally
+//   broadcast to [inner] with a BroadcastPlan). Optional outputs Mean and InvStdDev have X's
+//   shape with the normalized dims set to 1 (attrs `mean_output` / `inv_std_dev_output` say
+//   which of them the step writes, in that order after Y). Statistics are computed in double.
+#include <array>
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "tf_popef_op/runtime/cc/kernels/kernel_checks.h"
+#include "tf_popef_op/runtime/cc/kernels/support/broadcast.h"
+#include "tf_popef_op/runtime/cc/kernels/support/fp16_adapter.h"
+#include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
+
+namespace tfpopef {
+namespace kernels {
+namespace {
+
+class BatchNormKernel final : public Kernel {
+ public:
+  BatchNormKernel(int64_t n, int64_t c, int64_t inner, float epsilon) : n_(n), c_(c), inner_(inner), eps_(epsilon) {}
+
+  void Run(const KernelContext& ctx) const override {
+    const float* x = static_cast<const float*>(ctx.inputs[0]);
+    const float* scale = static_cast<const float*>(ctx.inputs[1]);
+    const float* bias = static_cast<const float*>(ctx.inputs[2]);
+    const float* mean = static_cast<const float*>(ctx.inputs[3]);
+    const float* var = static_cast<const float*>(ctx.inputs[4]);
+    float* y = static_cast<float*>(ctx.outputs[0]);
+    // One plane (image × channel) per item, in memory order.
+    ParallelFor(n_ * c_, ItemsPerChunk(inner_, kStreamingGrain), [&](int64_t begin, int64_t end) {
+      for (int64_t plane = begin; plane < end; ++plane) {
+        const int64_t c = plane % c_;
+        const float a = scale[c] / std::sqrt(var[c] + eps_);
+        const float b = bias[c] - mean[c] * a;
+        const float* xp = x + plane * inner_;
+        float* yp = y + plane * inner_;
+        for (int64_t i = 0; i < inner_; ++i) yp[i] = a * xp[i] + b;
+      }
+    });
+  }
+
+ private:
+  const int64_t n_, c_, inner_;
+  const float eps_;
+};
+
+std::unique_ptr<Kernel> CreateFloat32BatchNorm(const KernelSpec& spec) {
+  const auto& x = spec.inputs[0].shape;
+  if (x.size() < 2)
+    throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": input " + ShapeToString(x) + " must be [N, C, ...]");
+  CheckOutputShape(spec, 0, x);
+  for (size_t i = 1; i < 5; ++i)
+    if (spec.inputs[i].shape != std::vector<int64_t>{x[1]})
+      throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": input " + std::to_string(i) + " has shape " +
+                                                   ShapeToString(spec.inputs[i].shape) + ", expected [" +
+                                                   std::to_string(x[1]) + "] (one value per channel)");
+  return std::make_unique<BatchNormKernel>(x[0], x[1], Product(x, 2, x.size()), spec.attrs.Float("epsilon"));
+}
+
+std::unique_ptr<Kernel> CreateBatchNorm(const KernelSpec& spec) {
+  CheckArity(spec, 5, 5, 1);
+  CheckSameDType(spec, {DType::kFloat32, DType::kFloat16});
+  return WithFloat16Support(spec, CreateFloat32BatchNorm);
+}
+
+// Sums in double with four independent accumulators, so the additions overlap instead of each
+// waiting for the previous one.
+double Sum(const float* x, int64_t n) {
+  double acc[4] = {0.0, 0.0, 0.0, 0.0};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (int k = 0; k < 4; ++k) acc[k] += x[i + k];
+  for (; i < n; ++i) acc[0] += x[i];
+  return (acc[0] + acc[1]) + (acc[2] + acc[3]);
+}
+
+double SumOfSquaredDeviations(const float* x, int64_t n, double mean) {
+  double acc[4] = {0.0, 0.0, 0.0, 0.0};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (int k = 0; k < 4; ++k) acc[k] += (x[i + k] - mean) * (x[i + k] - mean);
+  for (; i < n; ++i) acc[0] += (x[i] - mean) * (x[i] - mean);
+  return (acc[0] + acc[1]) + (acc[2] + acc[3]);
+}
+
+class LayerNormKernel final : public Kernel {
+ public:
+  LayerNormKernel(int64_t outer, int64_t inner, float epsilon, BroadcastPlan<2> params, bool has_bias,
+                  bool mean_output, bool inv_std_output)
+      : outer_(outer), inner_(inner), eps_(epsilon), params_(std::move(params)), has_bias_(has_bias),
+        mean_output_(mean_output), inv_std_output_(inv_std_output) {}
+
+  size_t scratch_bytes() const override { return 2 * static_cast<size_t>(inner_) * sizeof(float); }
+
+  void Run(const KernelContext& ctx) const override {
+    const float* x = static_cast<const float*>(ctx.inputs[0]);
+    float* y = static_cast<float*>(ctx.outputs[0]);
+    // Scale and bias broadcast to [inner] once per run into scratch.
+    float* scale = static_cast<float*>(ctx.scratch);
+    float* bias = scale + inner_;
+    const float* s = static_cast<const float*>(ctx.inputs[1]);
+    const float* b = has_bias_ ? static_cast<const float*>(ctx.inputs[2]) : nullptr;
+    ForEachRun(params_, [&](int64_t o, const std::array<int64_t, 2>& off) {
+      for (int64_t i = 0; i < params_.run_length(); ++i) {
+        scale[o + i] = s[off[0] + i * params_.run_stride(0)];
+        bias[o + i] = b ? b[off[1] + i * params_.run_stride(1)] : 0.0f;
+      }
+    });
+    size_t next = 1;
+    float* mean_out = mean_output_ ? static_cast<float*>(ctx.outputs[next++]) : nullptr;
+    float* inv_std_out = inv_std_output_ ? static_cast<float*>(ctx.outputs[next++]) : nullptr;
+    ParallelFor(outer_, ItemsPerChunk(inner_, kStreamingGrain / 4), [&](int64_t begin, int64_t end) {
+      for (int64_t o = begin; o < end; ++o) {
+        const float* xr = x + o * inner_;
+        float* yr = y + o * inner_;
+        const double mean = inner_ ? Sum(xr, inner_) / static_cast<double>(inner_) : 0.0;
+        const double var = inner_ ? SumOfSquaredDeviations(xr, inner_, mean) / static_cast<double>(inner_) : 0.0;
+        const double inv_std = 1.0 / std::sqrt(var + eps_);
+        // x − mean in double: with a large mean and a small spread, a float mean would lose
+        // the deviations.
+        for (int64_t i = 0; i < inner_; ++i)
+          yr[i] = static_cast<float>((xr[i] - mean) * inv_std) * scale[i] + bias[i];
+        if (mean_out) mean_out[o] = static_cast<float>(mean);
+        if (inv_std_out) inv_std_out[o] = static_cast<float>(inv_std);
+      }
+    });
+  }
+
+ private:
+  const int64_t outer_, inner_;
+  const float eps_;
+  const BroadcastPlan<2> params_;
+  const bool has_bias_, mean_output_, inv_std_output_;
+};
+
+std::unique_ptr<Kernel> CreateFloat32LayerNorm(const KernelSpec& spec) {
+  const auto& x = spec.inputs[0].shape;
+  const size_t axis = static_cast<size_t>(CheckedAxis(spec, "axis", x.size()));
+  const bool mean_output = CheckedFlag(spec, "mean_output"), inv_std_output = CheckedFlag(spec, "inv_std_dev_output");
+  const size_t expected_outputs = 1 + mean_output + inv_std_output;
+  if (spec.outputs.size() != expected_outputs)
+    throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": expects " + std::to_string(expected_outputs) +
+                                                 " outputs (mean_output/inv_std_dev_output), got " +
+                                                 std::to_string(spec.outputs.size()));
+  CheckOutputShape(spec, 0, x);
+  std::vector<int64_t> stats_shape = x;
+  for (size_t d = axis; d < x.size(); ++d) stats_shape[d] = 1;
+  for (size_t i = 1; i < spec.outputs.size(); ++i) CheckOutputShape(spec, i, stats_shape);
+  const std::vector<int64_t> normalized(x.begin() + static_cast<std::ptrdiff_t>(axis), x.end());
+  const bool has_bias = spec.inputs.size() == 3;
+  for (size_t i = 1; i < spec.inputs.size(); ++i)
+    if (!BroadcastsTo(spec.inputs[i].shape, normalized))
+      throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": input " + std::to_string(i) + " has shape " +
+                                                   ShapeToString(spec.inputs[i].shape) +
+                                                   ", which does not broadcast to the normalized dims " +
+                                                   ShapeToString(normalized));
+  BroadcastPlan<2> params = MakeBroadcastPlan<2>(
+      normalized, {spec.inputs[1].shape, has_bias ? spec.inputs[2].shape : std::vector<int64_t>{}}, spec.Where());
+  return std::make_unique<LayerNormKernel>(Product(x, 0, axis), Product(x, axis, x.size()),
+                                           spec.attrs.Float("epsilon"), std::move(params), has_bias, mean_output,
+                                           inv_std_output);
+}
+
+std::unique_ptr<Kernel> CreateLayerNorm(const KernelSpec& spec) {
+  if (spec.inputs.size() < 2 || spec.inputs.size() > 3 || spec.outputs.empty() || spec.outputs.size() > 3)
+    throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": expects 2..3 inputs and 1..3 outputs, got " +
+                                                 std::to_string(spec.inputs.size()) + " and " +
+                                                 std::to_string(spec.outputs.size()));
+  CheckSameDType(spec, {DType::kFloat32, DType::kFloat16});
+  return WithFloat16Support(spec, CreateFloat32LayerNorm);
+}
+
+}  // namespace
+
+TFPOPEF_REGISTER_KERNEL("BatchNormalization", CreateBatchNorm);
+TFPOPEF_REGISTER_KERNEL("LayerNormalization", CreateLayerNorm);
+
+}  // namespace kernels
+}  // namespace tfpopef

@@ -1,0 +1,275 @@
+// ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceProd, ReduceL1, ReduceL2, ReduceSumSquare,
+// ReduceLogSum, ReduceLogSumExp over the axes in attr `axes` (normalized, sorted; empty = reduce
+// over nothing, i.e. the elementwise part only, as onnx's noop_with_empty_axes). keepdims
+// only changes the output's static shape, not its element order, so the kernel ignores it.
+// float32 (float16 via float32), float64, int32, int64; Max/Min also int8/uint8/bool. Sums accumulate in
+// double, Max/Min in the element type (exact for int64). An empty reduction gives the op's
+// identity (0, 1, -inf for Max/LogSumExp, +inf for Min; NaN for Mean).
+//
+// The input is walked once in memory order with a BroadcastPlan whose operand is the output
+// (stride 0 along reduced axes), so every reduction pattern is a sequence of contiguous runs.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <type_traits>
+#include <vector>
+
+#include "tf_popef_op/runtime/cc/kernels/kernel_checks.h"
+#include "tf_popef_op/runtime/cc/kernels/support/broadcast.h"
+#include "tf_popef_op/runtime/cc/kernels/support/fp16_adapter.h"
+#include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
+
+namespace tfpopef {
+namespace kernels {
+namespace {
+
+template <typename T>
+T Lowest() {
+  if constexpr (std::numeric_limits<T>::has_infinity) return -std::numeric_limits<T>::infinity();
+  else return std::numeric_limits<T>::lowest();
+}
+template <typename T>
+T Highest() {
+  if constexpr (std::numeric_limits<T>::has_infinity) return std::numeric_limits<T>::infinity();
+  else return std::numeric_limits<T>::max();
+}
+
+// Each op: Acc type, init, step(acc, x), finish(acc, count) -> T.
+template <typename T>
+struct SumOp {
+  using Acc = double;
+  Acc init() const { return 0.0; }
+  Acc step(Acc a, T x) const { return a + static_cast<double>(x); }
+  T finish(Acc a, int64_t) const { return static_cast<T>(a); }
+};
+template <typename T>
+struct MeanOp : SumOp<T> {
+  T finish(double a, int64_t n) const {
+    return static_cast<T>(n ? a / static_cast<double>(n) : std::numeric_limits<double>::quiet_NaN());
+  }
+};
+template <typename T>
+struct ProdOp {
+  using Acc = double;
+  Acc init() const { return 1.0; }
+  Acc step(Acc a, T x) const { return a * static_cast<double>(x); }
+  T finish(Acc a, int64_t) const { return static_cast<T>(a); }
+};
+template <typename T>
+struct L1Op : SumOp<T> {
+  double step(double a, T x) const { return a + std::fabs(static_cast<double>(x)); }
+};
+template <typename T>
+struct SumSquareOp : SumOp<T> {
+  double step(double a, T x) const { return a + static_cast<double>(x) * static_cast<double>(x); }
+};
+template <typename T>
+struct L2Op : SumSquareOp<T> {
+  T finish(double a, int64_t) const { return static_cast<T>(std::sqrt(a)); }
+};
+template <typename T>
+struct LogSumOp : SumOp<T> {
+  T finish(double a, int64_t) const { return static_cast<T>(std::log(a)); }
+};
+template <typename T>
+struct MaxOp {
+  using Acc = T;
+  Acc init() const { return Lowest<T>(); }
+  Acc step(Acc a, T x) const { return x > a || x != x ? x : a; }  // NaN propagates
+  T finish(Acc a, int64_t) const { return a; }
+};
+template <typename T>
+struct MinOp {
+  using Acc = T;
+  Acc init() const { return Highest<T>(); }
+  Acc step(Acc a, T x) const { return x < a || x != x ? x : a; }
+  T finish(Acc a, int64_t) const { return a; }
+};
+
+template <typename T, typename Op>
+class ReduceKernel final : public Kernel {
+ public:
+  using Acc = typename Op::Acc;
+  ReduceKernel(BroadcastPlan<1> plan, int64_t out_numel, int64_t count)
+      : plan_(std::move(plan)), out_numel_(out_numel), count_(count) {}
+
+  size_t scratch_bytes() const override { return static_cast<size_t>(out_numel_) * sizeof(Acc); }
+
+  void Run(const KernelContext& ctx) const override {
+    const T* x = static_cast<const T*>(ctx.inputs[0]);
+    T* y = static_cast<T*>(ctx.outputs[0]);
+    Acc* acc = static_cast<Acc*>(ctx.scratch);
+    const int64_t in_numel = plan_.num_runs * plan_.run_length();
+    // When the outermost loop level is kept (e.g. [N, C, H, W] reduced over H, W, or any
+    // reduction of the trailing axes), each of its indices owns a contiguous block of outputs,
+    // so blocks go to different threads. Otherwise (reducing the leading axis) every input
+    // slice adds to every output and the walk stays on one thread.
+    const bool split = plan_.dims.size() >= 2 && plan_.strides[0][0] != 0;
+    const int64_t blocks = split ? plan_.dims[0] : 1;
+    const int64_t block_in = in_numel / std::max<int64_t>(blocks, 1), block_out = out_numel_ / std::max<int64_t>(blocks, 1);
+    ParallelFor(blocks, ItemsPerChunk(block_in, kStreamingGrain), [&](int64_t begin, int64_t end) {
+      Reduce(x, y, acc, begin * block_in, end * block_in, begin * block_out, end * block_out);
+    });
+  }
+
+ private:
+  // Input elements [in_begin, in_end) reduce into exactly the outputs [out_begin, out_end).
+  void Reduce(const T* x, T* y, Acc* acc, int64_t in_begin, int64_t in_end, int64_t out_begin, int64_t out_end) const {
+    const Op op;
+    std::fill(acc + out_begin, acc + out_end, op.init());
+    const int64_t s = plan_.run_stride(0);
+    ForEachRunInRange(plan_, in_begin, in_end, [&](int64_t in, const std::array<int64_t, 1>& off, int64_t n) {
+      const T* xr = x + in;
+      Acc* ar = acc + off[0];
+      if constexpr (std::is_base_of_v<SumOp<T>, Op>) {
+        if (s == 0) {
+          // Sums of a contiguous run: four partial sums so the additions overlap.
+          double part[4] = {0.0, 0.0, 0.0, 0.0};
+          int64_t i = 0;
+          for (; i + 4 <= n; i += 4)
+            for (int k = 0; k < 4; ++k) part[k] = op.step(part[k], xr[i + k]);
+          for (; i < n; ++i) part[0] = op.step(part[0], xr[i]);
+          *ar += (part[0] + part[1]) + (part[2] + part[3]);
+          return;
+        }
+      }
+      if (s == 0) {
+        Acc a = *ar;
+        for (int64_t i = 0; i < n; ++i) a = op.step(a, xr[i]);
+        *ar = a;
+      } else {
+        for (int64_t i = 0; i < n; ++i) ar[i * s] = op.step(ar[i * s], xr[i]);
+      }
+    });
+    for (int64_t o = out_begin; o < out_end; ++o) y[o] = op.finish(acc[o], count_);
+  }
+
+  const BroadcastPlan<1> plan_;
+  const int64_t out_numel_, count_;
+};
+
+// log(sum(exp(x))) computed as max + log(sum(exp(x − max))): two passes, max kept in the
+// output buffer between them.
+template <typename T>
+class LogSumExpKernel final : public Kernel {
+ public:
+  LogSumExpKernel(BroadcastPlan<1> plan, int64_t out_numel) : plan_(std::move(plan)), out_numel_(out_numel) {}
+
+  size_t scratch_bytes() const override { return static_cast<size_t>(out_numel_) * sizeof(double); }
+
+  void Run(const KernelContext& ctx) const override {
+    const T* x = static_cast<const T*>(ctx.inputs[0]);
+    T* max = static_cast<T*>(ctx.outputs[0]);
+    double* sum = static_cast<double*>(ctx.scratch);
+    std::fill(max, max + out_numel_, -std::numeric_limits<T>::infinity());
+    std::fill(sum, sum + out_numel_, 0.0);
+    const int64_t n = plan_.run_length(), s = plan_.run_stride(0);
+    ForEachRun(plan_, [&](int64_t in, const std::array<int64_t, 1>& off) {
+      for (int64_t i = 0; i < n; ++i) max[off[0] + i * s] = std::max(max[off[0] + i * s], x[in + i]);
+    });
+    ForEachRun(plan_, [&](int64_t in, const std::array<int64_t, 1>& off) {
+      for (int64_t i = 0; i < n; ++i) {
+        const T m = max[off[0] + i * s];
+        const double shifted = std::isinf(m) ? (x[in + i] == m ? 0.0 : -INFINITY) : static_cast<double>(x[in + i]) - m;
+        sum[off[0] + i * s] += std::exp(shifted);
+      }
+    });
+    for (int64_t o = 0; o < out_numel_; ++o)
+      max[o] = std::isinf(max[o]) && max[o] < 0 && sum[o] == 0.0 ? max[o]
+                                                                  : static_cast<T>(max[o] + std::log(sum[o]));
+  }
+
+ private:
+  const BroadcastPlan<1> plan_;
+  const int64_t out_numel_;
+};
+
+struct ReduceShape {
+  BroadcastPlan<1> plan;
+  int64_t out_numel = 0, count = 1;
+};
+
+ReduceShape ReadReduceShape(const KernelSpec& spec) {
+  const auto& in = spec.inputs[0].shape;
+  std::vector<int64_t> kept = in;
+  int64_t count = 1;
+  int64_t previous = -1;
+  for (int64_t a : spec.attrs.Ints("axes")) {
+    if (a <= previous || a >= static_cast<int64_t>(in.size()))
+      throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": 'axes' must be sorted, unique and in [0, " +
+                                                   std::to_string(in.size()) + ")");
+    previous = a;
+    count *= in[static_cast<size_t>(a)];
+    kept[static_cast<size_t>(a)] = 1;
+  }
+  if (spec.outputs[0].numel() != Product(kept))
+    throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": output " + ShapeToString(spec.outputs[0].shape) +
+                                                 " does not hold the reduction of " + ShapeToString(in) +
+                                                 " to " + ShapeToString(kept));
+  return {MakeBroadcastPlan<1>(in, {kept}, spec.Where()), Product(kept), count};
+}
+
+template <template <typename> class Op>
+std::unique_ptr<Kernel> CreateFloat32Reduce(const KernelSpec& spec) {
+  ReduceShape r = ReadReduceShape(spec);
+  auto make = [&](auto type) -> std::unique_ptr<Kernel> {
+    using T = decltype(type);
+    return std::make_unique<ReduceKernel<T, Op<T>>>(std::move(r.plan), r.out_numel, r.count);
+  };
+  switch (spec.inputs[0].dtype) {
+    case DType::kFloat32: return make(float{});
+    case DType::kFloat64: return make(double{});
+    case DType::kInt32: return make(int32_t{});
+    case DType::kInt64: return make(int64_t{});
+    case DType::kInt8: return make(int8_t{});
+    case DType::kUInt8: return make(uint8_t{});
+    case DType::kBool:  // Max/Min only (checked by the caller)
+      if constexpr (std::is_same_v<Op<bool>, MaxOp<bool>> || std::is_same_v<Op<bool>, MinOp<bool>>) return make(bool{});
+      break;
+    default: break;
+  }
+  throw Error(ErrorCode::kInternal, spec.Where() + ": unexpected dtype " + DTypeName(spec.inputs[0].dtype));
+}
+
+template <template <typename> class Op, bool kBytes>
+std::unique_ptr<Kernel> CreateReduce(const KernelSpec& spec) {
+  CheckArity(spec, 1, 1, 1);
+  if (kBytes)
+    CheckSameDType(spec, {DType::kFloat32, DType::kFloat16, DType::kFloat64, DType::kInt32, DType::kInt64, DType::kInt8,
+                          DType::kUInt8, DType::kBool});
+  else
+    CheckSameDType(spec, {DType::kFloat32, DType::kFloat16, DType::kFloat64, DType::kInt32, DType::kInt64});
+  return WithFloat16Support(spec, CreateFloat32Reduce<Op>);
+}
+
+std::unique_ptr<Kernel> CreateFloat32LogSumExp(const KernelSpec& spec) {
+  ReduceShape r = ReadReduceShape(spec);
+  if (spec.inputs[0].dtype == DType::kFloat64)
+    return std::make_unique<LogSumExpKernel<double>>(std::move(r.plan), r.out_numel);
+  return std::make_unique<LogSumExpKernel<float>>(std::move(r.plan), r.out_numel);
+}
+
+std::unique_ptr<Kernel> CreateLogSumExp(const KernelSpec& spec) {
+  CheckArity(spec, 1, 1, 1);
+  CheckSameDType(spec, {DType::kFloat32, DType::kFloat16, DType::kFloat64});
+  return WithFloat16Support(spec, CreateFloat32LogSumExp);
+}
+
+}  // namespace
+
+TFPOPEF_REGISTER_KERNEL("ReduceSum", (CreateReduce<SumOp, false>));
+TFPOPEF_REGISTER_KERNEL("ReduceMean", (CreateReduce<MeanOp, false>));
+TFPOPEF_REGISTER_KERNEL("ReduceProd", (CreateReduce<ProdOp, false>));
+TFPOPEF_REGISTER_KERNEL("ReduceL1", (CreateReduce<L1Op, false>));
+TFPOPEF_REGISTER_KERNEL("ReduceL2", (CreateReduce<L2Op, false>));
+TFPOPEF_REGISTER_KERNEL("ReduceSumSquare", (CreateReduce<SumSquareOp, false>));
+TFPOPEF_REGISTER_KERNEL("ReduceLogSum", (CreateReduce<LogSumOp, false>));
+TFPOPEF_REGISTER_KERNEL("ReduceMax", (CreateReduce<MaxOp, true>));
+TFPOPEF_REGISTER_KERNEL("ReduceMin", (CreateReduce<MinOp, true>));
+TFPOPEF_REGISTER_KERNEL("ReduceLogSumExp", CreateLogSumExp);
+
+}  // namespace kernels
+}  // namespace tfpopef

@@ -1,0 +1,111 @@
+#include "tf_popef_op/runtime/cc/kernels/support/fp16_adapter.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "tf_popef_op/runtime/cc/kernels/support/fp16_convert.h"
+#include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
+
+namespace tfpopef {
+namespace kernels {
+namespace {
+
+constexpr size_t kScratchAlign = 64;  // KernelContext::scratch alignment; kept for every region
+
+size_t AlignUp(size_t n) { return (n + kScratchAlign - 1) / kScratchAlign * kScratchAlign; }
+
+// Scratch layout (all regions 64-byte aligned, offsets fixed at prepare):
+//   [input pointer table][output pointer table][float32 copy per float16 tensor][inner scratch]
+// The pointer tables live in scratch so Run allocates nothing and stays thread-safe.
+class Float16Adapter final : public Kernel {
+ public:
+  // `float32_spec`: the spec the inner kernel was prepared with (float16 tensors it widens itself
+  // are still float16 there).
+  Float16Adapter(const KernelSpec& spec, const KernelSpec& float32_spec, std::unique_ptr<Kernel> inner)
+      : inner_(std::move(inner)) {
+    size_t offset = 0;
+    input_table_offset_ = offset;
+    offset += AlignUp(spec.inputs.size() * sizeof(void*));
+    output_table_offset_ = offset;
+    offset += AlignUp(spec.outputs.size() * sizeof(void*));
+    auto plan = [&](const std::vector<TensorDesc>& tensors, const std::vector<TensorDesc>& inner_view,
+                    std::vector<Widened>* out) {
+      for (size_t i = 0; i < tensors.size(); ++i) {
+        if (tensors[i].dtype != DType::kFloat16 || inner_view[i].dtype == DType::kFloat16) continue;
+        out->push_back({i, tensors[i].numel(), offset});
+        offset += AlignUp(static_cast<size_t>(tensors[i].numel()) * sizeof(float));
+      }
+    };
+    plan(spec.inputs, float32_spec.inputs, &widened_inputs_);
+    plan(spec.outputs, float32_spec.outputs, &widened_outputs_);
+    num_inputs_ = spec.inputs.size();
+    num_outputs_ = spec.outputs.size();
+    inner_scratch_offset_ = offset;
+    scratch_bytes_ = offset + inner_->scratch_bytes();
+  }
+
+  size_t scratch_bytes() const override { return scratch_bytes_; }
+
+  void Run(const KernelContext& ctx) const override {
+    auto* scratch = static_cast<char*>(ctx.scratch);
+    auto** inputs = reinterpret_cast<const void**>(scratch + input_table_offset_);
+    auto** outputs = reinterpret_cast<void**>(scratch + output_table_offset_);
+    for (size_t i = 0; i < num_inputs_; ++i) inputs[i] = ctx.inputs[i];
+    for (size_t i = 0; i < num_outputs_; ++i) outputs[i] = ctx.outputs[i];
+    for (const Widened& w : widened_inputs_) {
+      auto* f32 = reinterpret_cast<float*>(scratch + w.scratch_offset);
+      const auto* f16 = static_cast<const uint16_t*>(ctx.inputs[w.index]);
+      ParallelFor(w.numel, kStreamingGrain,
+                  [&](int64_t begin, int64_t end) { WidenHalfToFloat(f16 + begin, f32 + begin, end - begin); });
+      inputs[w.index] = f32;
+    }
+    for (const Widened& w : widened_outputs_) outputs[w.index] = scratch + w.scratch_offset;
+
+    inner_->Run(KernelContext{inputs, outputs, scratch + inner_scratch_offset_});
+
+    for (const Widened& w : widened_outputs_) {
+      const auto* f32 = reinterpret_cast<const float*>(scratch + w.scratch_offset);
+      auto* f16 = static_cast<uint16_t*>(ctx.outputs[w.index]);
+      ParallelFor(w.numel, kStreamingGrain,
+                  [&](int64_t begin, int64_t end) { NarrowFloatToHalf(f32 + begin, f16 + begin, end - begin); });
+    }
+  }
+
+ private:
+  struct Widened {
+    size_t index;           // input or output position
+    int64_t numel;
+    size_t scratch_offset;  // of its float32 copy
+  };
+  std::unique_ptr<Kernel> inner_;
+  std::vector<Widened> widened_inputs_, widened_outputs_;
+  size_t num_inputs_ = 0, num_outputs_ = 0;
+  size_t input_table_offset_ = 0, output_table_offset_ = 0, inner_scratch_offset_ = 0, scratch_bytes_ = 0;
+};
+
+bool HasFloat16(const std::vector<TensorDesc>& tensors) {
+  for (const TensorDesc& t : tensors)
+    if (t.dtype == DType::kFloat16) return true;
+  return false;
+}
+
+}  // namespace
+
+std::unique_ptr<Kernel> WithFloat16Support(const KernelSpec& spec, const KernelFactory& make_float32,
+                                           const std::vector<size_t>& native_float16_inputs) {
+  if (!HasFloat16(spec.inputs) && !HasFloat16(spec.outputs)) return make_float32(spec);
+  KernelSpec float32_spec = spec;
+  for (size_t i = 0; i < float32_spec.inputs.size(); ++i) {
+    const bool native = std::find(native_float16_inputs.begin(), native_float16_inputs.end(), i) !=
+                        native_float16_inputs.end();
+    if (float32_spec.inputs[i].dtype == DType::kFloat16 && !native) float32_spec.inputs[i].dtype = DType::kFloat32;
+  }
+  for (TensorDesc& t : float32_spec.outputs)
+    if (t.dtype == DType::kFloat16) t.dtype = DType::kFloat32;
+  return std::make_unique<Float16Adapter>(spec, float32_spec, make_float32(float32_spec));
+}
+
+}  // namespace kernels
+}  // namespace tfpopef

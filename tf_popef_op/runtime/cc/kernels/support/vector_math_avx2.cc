@@ -1,0 +1,295 @@
+// The AVX2+FMA path of vector_math.h: 8 floats per instruction.
+//
+// This file is compiled for AVX2+FMA whatever the build's -march (target_pragma.h), so it must
+// only be entered through vector_math.cc after the CPU check.
+//
+// The polynomials follow Cephes (expf, logf, tanhf; also used by Eigen and sse_mathfun);
+// erf's were fitted for this file (weighted least squares on [0, 1] for erf(x)/x in x², and
+// on [1, 4] for erfc(x)·e^(x²) in 1/x), then checked in float arithmetic. vector_math.h
+// lists the measured errors.
+#include <cstdint>
+
+#include "tf_popef_op/runtime/cc/kernels/support/target_pragma.h"
+#include "tf_popef_op/runtime/cc/kernels/support/vector_math_paths.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+
+TFPOPEF_TARGET_BEGIN("avx2,fma")
+
+namespace tfpopef {
+namespace kernels {
+namespace vmath {
+namespace {
+
+inline __m256 Set(float v) { return _mm256_set1_ps(v); }
+
+// NaN inputs come out as (quiet) NaN whatever the arithmetic above did with them.
+inline __m256 KeepNaN(__m256 x, __m256 r) {
+  return _mm256_blendv_ps(r, _mm256_add_ps(x, x), _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+// 2^k for integer k in [-126, 127], built from the exponent bits.
+inline __m256 Pow2(__m256i k) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(127)), 23));
+}
+
+// e^x. x = n·ln2 + r with |r| ≤ ln2/2 (ln2 split in two so n·ln2 is exact), e^r by a degree-7
+// polynomial, then scaled by 2^n in two steps (2^(n/2) twice) so that results in the float
+// denormal range and up to FLT_MAX are scaled exactly instead of being clamped.
+inline __m256 Exp8(__m256 x) {
+  const __m256 xc = _mm256_min_ps(_mm256_max_ps(x, Set(-104.0f)), Set(89.0f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, Set(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, Set(0.693359375f), xc);
+  r = _mm256_fnmadd_ps(n, Set(-2.12194440e-4f), r);
+  __m256 p = Set(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, Set(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, Set(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, Set(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, Set(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, Set(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, Set(1.0f)));
+  const __m256i ni = _mm256_cvtps_epi32(n);
+  const __m256i half = _mm256_srai_epi32(ni, 1);
+  const __m256 scaled = _mm256_mul_ps(_mm256_mul_ps(p, Pow2(half)), Pow2(_mm256_sub_epi32(ni, half)));
+  return KeepNaN(x, scaled);
+}
+
+// e^x − 1, accurate for small |x| too: a Taylor polynomial for |x| < 0.5 (its error there is
+// below 1e-8 relative), e^x − 1 beyond.
+inline __m256 Expm18(__m256 x) {
+  __m256 p = Set(1.0f / 40320);
+  p = _mm256_fmadd_ps(p, x, Set(1.0f / 5040));
+  p = _mm256_fmadd_ps(p, x, Set(1.0f / 720));
+  p = _mm256_fmadd_ps(p, x, Set(1.0f / 120));
+  p = _mm256_fmadd_ps(p, x, Set(1.0f / 24));
+  p = _mm256_fmadd_ps(p, x, Set(1.0f / 6));
+  p = _mm256_fmadd_ps(p, x, Set(0.5f));
+  const __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(p, x), x, x);
+  const __m256 large = _mm256_sub_ps(Exp8(x), Set(1.0f));
+  const __m256 abs = _mm256_andnot_ps(Set(-0.0f), x);
+  return KeepNaN(x, _mm256_blendv_ps(large, small, _mm256_cmp_ps(abs, Set(0.5f), _CMP_LT_OQ)));
+}
+
+// log(x) = e·ln2 + log(m) with m in [√½, √2): log(1 + f) by Cephes' degree-8 polynomial.
+// Denormal inputs are first scaled by 2^23 (exactly) so the exponent field is meaningful.
+inline __m256 Log8(__m256 x) {
+  const __m256 denormal = _mm256_cmp_ps(x, Set(1.17549435e-38f), _CMP_LT_OQ);
+  const __m256 xs = _mm256_blendv_ps(x, _mm256_mul_ps(x, Set(8388608.0f)), denormal);
+  const __m256 e_bias = _mm256_blendv_ps(Set(0.0f), Set(-23.0f), denormal);
+  const __m256i bits = _mm256_castps_si256(xs);
+  __m256 e = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(bits, 23), _mm256_set1_epi32(126)));
+  e = _mm256_add_ps(e, e_bias);
+  // m in [0.5, 1)
+  __m256 m = _mm256_castsi256_ps(_mm256_or_si256(_mm256_and_si256(bits, _mm256_set1_epi32(0x007FFFFF)),
+                                                 _mm256_set1_epi32(0x3F000000)));
+  const __m256 below = _mm256_cmp_ps(m, Set(0.707106781186547524f), _CMP_LT_OQ);
+  e = _mm256_sub_ps(e, _mm256_and_ps(below, Set(1.0f)));
+  const __m256 f = _mm256_sub_ps(_mm256_add_ps(m, _mm256_and_ps(below, m)), Set(1.0f));
+  const __m256 z = _mm256_mul_ps(f, f);
+  __m256 p = Set(7.0376836292e-2f);
+  p = _mm256_fmadd_ps(p, f, Set(-1.1514610310e-1f));
+  p = _mm256_fmadd_ps(p, f, Set(1.1676998740e-1f));
+  p = _mm256_fmadd_ps(p, f, Set(-1.2420140846e-1f));
+  p = _mm256_fmadd_ps(p, f, Set(1.4249322787e-1f));
+  p = _mm256_fmadd_ps(p, f, Set(-1.6668057665e-1f));
+  p = _mm256_fmadd_ps(p, f, Set(2.0000714765e-1f));
+  p = _mm256_fmadd_ps(p, f, Set(-2.4999993993e-1f));
+  p = _mm256_fmadd_ps(p, f, Set(3.3333331174e-1f));
+  __m256 y = _mm256_mul_ps(_mm256_mul_ps(p, f), z);
+  y = _mm256_fmadd_ps(e, Set(-2.12194440e-4f), y);
+  y = _mm256_fnmadd_ps(z, Set(0.5f), y);
+  __m256 r = _mm256_add_ps(f, y);
+  r = _mm256_fmadd_ps(e, Set(0.693359375f), r);
+  // log(0) = -inf, log(negative) = NaN, log(+inf) = +inf.
+  r = _mm256_blendv_ps(r, Set(-__builtin_inff()), _mm256_cmp_ps(x, Set(0.0f), _CMP_EQ_OQ));
+  r = _mm256_blendv_ps(r, Set(__builtin_nanf("")), _mm256_cmp_ps(x, Set(0.0f), _CMP_LT_OQ));
+  r = _mm256_blendv_ps(r, x, _mm256_cmp_ps(x, Set(__builtin_inff()), _CMP_EQ_OQ));
+  return KeepNaN(x, r);
+}
+
+inline __m256 CopySign(__m256 magnitude, __m256 sign_of) {
+  const __m256 sign = Set(-0.0f);
+  return _mm256_or_ps(_mm256_andnot_ps(sign, magnitude), _mm256_and_ps(sign, sign_of));
+}
+
+// Cephes tanhf: an odd polynomial for |x| < 0.625, 1 − 2/(e^(2|x|) + 1) beyond.
+inline __m256 Tanh8(__m256 x) {
+  const __m256 ax = _mm256_andnot_ps(Set(-0.0f), x);
+  const __m256 s = _mm256_mul_ps(x, x);
+  __m256 p = Set(-5.70498872745e-3f);
+  p = _mm256_fmadd_ps(p, s, Set(2.06390887954e-2f));
+  p = _mm256_fmadd_ps(p, s, Set(-5.37397155531e-2f));
+  p = _mm256_fmadd_ps(p, s, Set(1.33314422036e-1f));
+  p = _mm256_fmadd_ps(p, s, Set(-3.33332819422e-1f));
+  const __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(p, s), x, x);
+  const __m256 e = Exp8(_mm256_add_ps(ax, ax));
+  const __m256 large = CopySign(_mm256_sub_ps(Set(1.0f), _mm256_div_ps(Set(2.0f), _mm256_add_ps(e, Set(1.0f)))), x);
+  __m256 r = _mm256_blendv_ps(large, small, _mm256_cmp_ps(ax, Set(0.625f), _CMP_LT_OQ));
+  r = _mm256_blendv_ps(r, x, _mm256_cmp_ps(x, Set(0.0f), _CMP_EQ_OQ));  // tanh(±0) = ±0
+  return KeepNaN(x, r);
+}
+
+// erf: x·P(x²) for |x| < 1; 1 − e^(−x²)·Q(1/|x|) for 1 ≤ |x| ≤ 4 (erf(4) rounds to 1).
+inline __m256 Erf8(__m256 x) {
+  const __m256 ax = _mm256_andnot_ps(Set(-0.0f), x);
+  const __m256 s = _mm256_mul_ps(x, x);
+  __m256 p = Set(8.0069502445197625e-05f);
+  p = _mm256_fmadd_ps(p, s, Set(-8.0537710176208674e-04f));
+  p = _mm256_fmadd_ps(p, s, Set(5.1929597867610942e-03f));
+  p = _mm256_fmadd_ps(p, s, Set(-2.6856070402782258e-02f));
+  p = _mm256_fmadd_ps(p, s, Set(1.1283634650121895e-01f));
+  p = _mm256_fmadd_ps(p, s, Set(-3.7612629768097816e-01f));
+  p = _mm256_fmadd_ps(p, s, Set(1.1283791662326965e+00f));
+  const __m256 small = _mm256_mul_ps(p, x);
+  const __m256 a = _mm256_min_ps(ax, Set(4.0f));
+  const __m256 t = _mm256_div_ps(Set(1.0f), a);
+  __m256 q = Set(3.0000937811672512e-02f);
+  q = _mm256_fmadd_ps(q, t, Set(-1.7509905634820683e-01f));
+  q = _mm256_fmadd_ps(q, t, Set(4.2549358729988723e-01f));
+  q = _mm256_fmadd_ps(q, t, Set(-5.1717175067676047e-01f));
+  q = _mm256_fmadd_ps(q, t, Set(2.1932413605795073e-01f));
+  q = _mm256_fmadd_ps(q, t, Set(2.4213865636689097e-01f));
+  q = _mm256_fmadd_ps(q, t, Set(-3.8052566549821903e-01f));
+  q = _mm256_fmadd_ps(q, t, Set(2.1683003021211070e-02f));
+  q = _mm256_fmadd_ps(q, t, Set(5.6160925743197665e-01f));
+  q = _mm256_fmadd_ps(q, t, Set(1.3048727253039507e-04f));
+  const __m256 erfc = _mm256_mul_ps(Exp8(_mm256_sub_ps(Set(0.0f), _mm256_mul_ps(a, a))), q);
+  const __m256 large = CopySign(_mm256_sub_ps(Set(1.0f), erfc), x);
+  return KeepNaN(x, _mm256_blendv_ps(large, small, _mm256_cmp_ps(ax, Set(1.0f), _CMP_LT_OQ)));
+}
+
+// 1/(1 + e^−x) from e = e^(−|x|) ≤ 1, so nothing overflows: q = 1/(1 + e) for x ≥ 0, e·q below.
+inline __m256 Sigmoid8(__m256 x) {
+  const __m256 e = Exp8(_mm256_or_ps(x, Set(-0.0f)));  // e^(−|x|)
+  const __m256 q = _mm256_div_ps(Set(1.0f), _mm256_add_ps(Set(1.0f), e));
+  return KeepNaN(x, _mm256_blendv_ps(q, _mm256_mul_ps(e, q), _mm256_cmp_ps(x, Set(0.0f), _CMP_LT_OQ)));
+}
+
+// ------------------------------------------------------------------ array loops
+
+// Lanes [0, rest) of a tail: masked loads read nothing beyond the array (no fault).
+inline __m256i TailMask(int64_t rest) {
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(rest)), lanes);
+}
+
+template <typename F>
+inline void Map8(const float* x, float* y, int64_t n, F f) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, f(_mm256_loadu_ps(x + i)));
+  if (i < n) {
+    const __m256i mask = TailMask(n - i);
+    _mm256_maskstore_ps(y + i, mask, f(_mm256_maskload_ps(x + i, mask)));
+  }
+}
+
+struct ExpF {
+  __m256 operator()(__m256 v) const { return Exp8(v); }
+};
+struct LogF {
+  __m256 operator()(__m256 v) const { return Log8(v); }
+};
+struct TanhF {
+  __m256 operator()(__m256 v) const { return Tanh8(v); }
+};
+struct ErfF {
+  __m256 operator()(__m256 v) const { return Erf8(v); }
+};
+struct SigmoidF {
+  __m256 operator()(__m256 v) const { return Sigmoid8(v); }
+};
+struct SwishF {
+  __m256 operator()(__m256 v) const { return _mm256_mul_ps(v, Sigmoid8(v)); }
+};
+struct GeluF {
+  __m256 operator()(__m256 v) const {
+    const __m256 e = Erf8(_mm256_mul_ps(v, Set(0.7071067811865476f)));
+    return _mm256_mul_ps(_mm256_mul_ps(Set(0.5f), v), _mm256_add_ps(Set(1.0f), e));
+  }
+};
+struct GeluTanhF {
+  __m256 operator()(__m256 v) const {
+    const __m256 cube = _mm256_mul_ps(_mm256_mul_ps(v, v), v);
+    const __m256 u = _mm256_mul_ps(Set(0.7978845608028654f), _mm256_fmadd_ps(Set(0.044715f), cube, v));
+    return _mm256_mul_ps(_mm256_mul_ps(Set(0.5f), v), _mm256_add_ps(Set(1.0f), Tanh8(u)));
+  }
+};
+struct EluF {
+  __m256 alpha, scale;
+  __m256 operator()(__m256 v) const {
+    const __m256 negative = _mm256_mul_ps(alpha, Expm18(v));
+    const __m256 r = _mm256_blendv_ps(v, negative, _mm256_cmp_ps(v, Set(0.0f), _CMP_LT_OQ));
+    return _mm256_mul_ps(scale, r);
+  }
+};
+
+void Avx2Exp(const float* x, float* y, int64_t n) { Map8(x, y, n, ExpF()); }
+void Avx2Log(const float* x, float* y, int64_t n) { Map8(x, y, n, LogF()); }
+void Avx2Tanh(const float* x, float* y, int64_t n) { Map8(x, y, n, TanhF()); }
+void Avx2Erf(const float* x, float* y, int64_t n) { Map8(x, y, n, ErfF()); }
+void Avx2Sigmoid(const float* x, float* y, int64_t n) { Map8(x, y, n, SigmoidF()); }
+void Avx2Swish(const float* x, float* y, int64_t n) { Map8(x, y, n, SwishF()); }
+void Avx2Gelu(const float* x, float* y, int64_t n) { Map8(x, y, n, GeluF()); }
+void Avx2GeluTanh(const float* x, float* y, int64_t n) { Map8(x, y, n, GeluTanhF()); }
+void Avx2Elu(const float* x, float* y, int64_t n, float alpha, float scale) {
+  Map8(x, y, n, EluF{Set(alpha), Set(scale)});
+}
+
+inline float HorizontalMax(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
+  return _mm_cvtss_f32(m);
+}
+
+inline float HorizontalSum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+  return _mm_cvtss_f32(s);
+}
+
+float Avx2Max(const float* x, int64_t n) {
+  // max(v, acc) returns acc when v is NaN, so NaNs are skipped as in the portable loop.
+  __m256 acc = Set(-__builtin_inff());
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) acc = _mm256_max_ps(_mm256_loadu_ps(x + i), acc);
+  float m = HorizontalMax(acc);
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
+float Avx2ExpShiftedSum(const float* x, float* y, int64_t n, float shift) {
+  const __m256 s = Set(shift);
+  __m256 acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = Exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), s));
+    _mm256_storeu_ps(y + i, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  if (i < n) {
+    const __m256i mask = TailMask(n - i);
+    // Masked-off lanes load 0; exp(0 − shift) there is dropped by the mask before summing.
+    const __m256 e = Exp8(_mm256_sub_ps(_mm256_maskload_ps(x + i, mask), s));
+    _mm256_maskstore_ps(y + i, mask, e);
+    acc = _mm256_add_ps(acc, _mm256_and_ps(e, _mm256_castsi256_ps(mask)));
+  }
+  return HorizontalSum(acc);
+}
+
+}  // namespace
+
+const PathTable kAvx2Table = {Avx2Exp,     Avx2Log,   Avx2Tanh,     Avx2Erf,
+                              Avx2Sigmoid, Avx2Swish, Avx2Gelu,     Avx2GeluTanh,
+                              Avx2Elu,     Avx2Max,   Avx2ExpShiftedSum};
+
+}  // namespace vmath
+}  // namespace kernels
+}  // namespace tfpopef
+
+TFPOPEF_TARGET_END()
+
+#endif  // x86-64
