@@ -68,15 +68,16 @@ def main(argv=None) -> int:
     parser.add_argument("--replay", nargs="+", metavar="FILE", help="run these inputs once and exit")
     args, libfuzzer_args = parser.parse_known_args(argv)
 
-    with atheris.instrument_imports(include=["popef", "compiler", "tf_popef_op", "targets"]):
-        module, mutate = load_target(args.target)
-
     if args.replay:
+        module, _ = load_target(args.target)
         for path in args.replay:
             with open(path, "rb") as f:
                 module.check(f.read())
             print(f"{path}: ok")
         return 0
+
+    with atheris.instrument_imports(include=["popef", "compiler", "tf_popef_op", "targets"]):
+        module, mutate = load_target(args.target)
 
     def custom_mutator(data: bytes, max_size: int, seed: int) -> bytes:
         rng = random.Random(seed)
