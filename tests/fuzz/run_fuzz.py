@@ -16,8 +16,6 @@ import os
 import random
 import sys
 
-import atheris
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 for path in (REPO, HERE):
@@ -67,6 +65,7 @@ def main(argv=None) -> int:
     parser.add_argument("--rss_limit_mb", type=int, default=3072)
     parser.add_argument("--replay", nargs="+", metavar="FILE", help="run these inputs once and exit")
     args, libfuzzer_args = parser.parse_known_args(argv)
+    import atheris  # requirements-fuzz.txt; replaying the corpus (make test) does not need it
 
     if args.replay:
         module, _ = load_target(args.target)
