@@ -2,6 +2,7 @@
 Executable JSON (numbers, keys, lists, strings, types), the TensorData bytes or the blob list,
 and re-encode with popef.writer so every CRC is valid and the JSON parses. Random byte edits
 would stop at the CRC check; these reach the parser, the memory plan and the kernels."""
+import copy
 import json
 import random
 import struct
@@ -15,6 +16,10 @@ INTERESTING_INTS = [0, 1, -1, 2, 3, 7, 8, 63, 64, 65, 255, 256, 1 << 16, (1 << 3
                     (1 << 40) + 1, 1 << 48, (1 << 58) + 1, (1 << 63) - 1, 1 << 63, (1 << 64) - 1, 1 << 64, -(1 << 63)]
 INTERESTING_VALUES = [None, True, False, "", "x", [], {}, 0.5, -0.0, 1e308, [0], [-1], [1 << 40, 1 << 40]]
 Blobs = List[Tuple[BlobType, str, bytes]]
+
+
+def _interesting_value(rng: random.Random):
+    return copy.deepcopy(rng.choice(INTERESTING_VALUES))  # fresh: the document may be mutated further
 
 
 def _nodes(doc: Any, out: List[Tuple[Any, Any]]) -> List[Tuple[Any, Any]]:
@@ -38,7 +43,7 @@ def mutate_json(doc: Any, rng: random.Random) -> Any:
     """One random edit of a JSON document (in place when possible; returns the document)."""
     nodes = _nodes(doc, [])
     if not nodes:
-        return rng.choice(INTERESTING_VALUES)
+        return _interesting_value(rng)
     container, key = rng.choice(nodes)
     value = container[key]
     choice = rng.randrange(10)
@@ -58,7 +63,7 @@ def mutate_json(doc: Any, rng: random.Random) -> Any:
         if strings:
             container[key] = rng.choice(strings)
     elif choice == 6:
-        container[key] = rng.choice(INTERESTING_VALUES)
+        container[key] = _interesting_value(rng)
     elif choice == 7:  # splice: copy another node's value here (edges, shapes, names)
         other_container, other_key = rng.choice(nodes)
         container[key] = json.loads(json.dumps(other_container[other_key]))

@@ -1,6 +1,7 @@
 """Structure-aware mutations of a YAML config: parse it with yaml.safe_load, apply the JSON
 document edits of popef_mutator (values, keys, lists, types) and dump it again, so the config
 reader sees parseable YAML with wrong content."""
+import copy
 import random
 from typing import Optional
 
@@ -20,7 +21,7 @@ def mutate_yaml(data: bytes, rng: random.Random) -> Optional[bytes]:
     if rng.random() < 0.2 and isinstance(doc, dict) and isinstance(doc.get("model_fusion"), list) and doc["model_fusion"]:
         entry = rng.choice(doc["model_fusion"])
         if isinstance(entry, dict) and entry:
-            entry[rng.choice(list(entry))] = rng.choice(EXTRA_VALUES)
+            entry[rng.choice(list(entry))] = copy.deepcopy(rng.choice(EXTRA_VALUES))
     else:
         for _ in range(rng.choice([1, 1, 2])):
             doc = mutate_json(doc, rng)

@@ -357,6 +357,11 @@ void Executable::Parser::ParseSubgraphs(const JsonObject& prog) {
           o.Fail(key, "anchor '" + name + "' belongs to subgraph " + std::to_string(a.subgraph) + " in Metadata");
         listed_.insert(it->second);
         (inputs ? sg.inputs : sg.outputs).push_back(it->second);
+        // The batch sizes queues and splits requests, so it must be the one the shapes say.
+        if (a.batch_axis >= 0 && (a.batch_axis != sg.batch_axis || a.desc.shape[a.batch_axis] != sg.batch_size))
+          o.Fail("batch_size", std::to_string(sg.batch_size) + " on batch_axis " + std::to_string(sg.batch_axis) +
+                                   " disagrees with anchor '" + name + "' " + ShapeToString(a.desc.shape) +
+                                   " (batch axis " + std::to_string(a.batch_axis) + ")");
       }
     }
     exe_.subgraphs_.push_back(std::move(sg));
