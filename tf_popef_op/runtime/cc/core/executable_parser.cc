@@ -95,10 +95,12 @@ void Executable::Parser::ParseAnchors(const JsonObject& meta) {
     const int64_t rank = static_cast<int64_t>(a.desc.shape.size());
     a.batch_axis = static_cast<int>(o.IntOr("batch_axis", rank > 0 ? 0 : -1, -1, rank - 1));
     if (o.Has("aliases")) a.aliases = o.Strings("aliases");
+    // Added before its names: a name listed twice by this anchor reports this anchor as the owner.
     const int index = static_cast<int>(exe_.anchors_.size());
-    AddAnchorName(a.name, index, o.path());
-    for (const std::string& n : a.aliases) AddAnchorName(n, index, o.path());
     exe_.anchors_.push_back(std::move(a));
+    const Anchor& added = exe_.anchors_.back();
+    AddAnchorName(added.name, index, o.path());
+    for (const std::string& n : added.aliases) AddAnchorName(n, index, o.path());
   }
 }
 
