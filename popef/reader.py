@@ -110,6 +110,7 @@ def _parse(data: memoryview, source: str) -> List[Blob]:
     if size == 0:
         raise PopefError(f"{source}: empty file")
     blobs, offset, i = [], 0, 0
+    named = {}  # TensorData/Opaque names are keys: (type, name) -> blob index
     while offset < size:
         if offset + HEADER_SIZE > size:
             raise PopefError(f"{source}: truncated: blob #{i} header needs {HEADER_SIZE} bytes at offset "
@@ -144,6 +145,10 @@ def _parse(data: memoryview, source: str) -> List[Blob]:
         if crc32(payload) != payload_crc:
             raise PopefError(f"{source}: corrupted: payload checksum mismatch in blob #{i} "
                              f"({blob_type.label} '{name}')")
+        if blob_type in (BlobType.TENSOR_DATA, BlobType.OPAQUE):
+            first = named.setdefault((blob_type, name), i)
+            if first != i:
+                raise PopefError(f"{source}: blob #{i} ({blob_type.label} '{name}') has the same name as blob #{first}")
         blobs.append(Blob(blob_type, name, offset, start, payload, (major, minor)))
         offset += total_size
         i += 1
