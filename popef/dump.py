@@ -182,7 +182,8 @@ def _fusion_lines(fusion) -> Optional[List[str]]:
 def _step_text(step: dict) -> str:
     op = step.get("op")
     if op == "LoadTensorData":
-        return f"LoadTensorData {step.get('tensor_data')} -> weights+{step.get('offset')} ({_count(step.get('nbytes'))} bytes)"
+        return (f"LoadTensorData {step.get('tensor_data')} -> weights+{step.get('offset')} "
+                f"({_count(step.get('nbytes'))} bytes)")
     if op == "Switch":
         return f"Switch on '{step.get('index_anchor')}': cases {', '.join(step.get('cases', []))}"
     if op == "If":

@@ -18,8 +18,9 @@ def mutate_yaml(data: bytes, rng: random.Random) -> Optional[bytes]:
         doc = yaml.safe_load(data)
     except (yaml.YAMLError, UnicodeDecodeError, ValueError):
         return None
-    if rng.random() < 0.2 and isinstance(doc, dict) and isinstance(doc.get("model_fusion"), list) and doc["model_fusion"]:
-        entry = rng.choice(doc["model_fusion"])
+    entries = doc.get("model_fusion") if isinstance(doc, dict) else None
+    if rng.random() < 0.2 and isinstance(entries, list) and entries:
+        entry = rng.choice(entries)
         if isinstance(entry, dict) and entry:
             entry[rng.choice(list(entry))] = copy.deepcopy(rng.choice(EXTRA_VALUES))
     else:
