@@ -33,11 +33,14 @@ def _check_node(node: onnx.NodeProto, opsets: Dict[str, int], model_name: str) -
     version = opsets.get(domain, opsets.get("ai.onnx"))
     if version is None or not defs.has(node.op_type, domain):
         return
+    where = f"{model_name}: node '{node.name or node.op_type}' ({node.op_type}, opset {version})"
     try:
         schema = defs.get_schema(node.op_type, version, domain)
     except defs.SchemaError:
-        return  # the op does not exist at this opset: the converter reports it
-    where = f"{model_name}: node '{node.name or node.op_type}' ({node.op_type}, opset {version})"
+        since = min(s.since_version for s in defs.get_all_schemas_with_history()
+                    if s.name == node.op_type and s.domain == domain)
+        raise ModelLoadError(f"{where}: the operator does not exist in opset {version} (it was added in opset "
+                             f"{since}); import opset {since} or later") from None
     if not schema.min_input <= len(node.input) <= schema.max_input:
         raise ModelLoadError(f"{where} has {len(node.input)} inputs; the operator takes {schema.min_input} to "
                              f"{schema.max_input}")

@@ -116,3 +116,11 @@ def test_yaml_config_that_is_not_utf8_is_a_config_error(tmp_path):
     path.write_bytes(b"output_dir: './'\nmodel_fusion: \xff\n")
     with pytest.raises(ConfigError, match="not valid YAML: not UTF-8 text"):
         read_yaml(str(path))
+
+
+def test_op_used_before_the_opset_that_introduced_it_is_refused():
+    model = make_model([helper.make_node("Einsum", ["X"], ["O"], equation="ij->ji")], [("X", F32, [2, 3])],
+                       [("O", F32, [3, 2])], opset=11)
+    with pytest.raises(ModelLoadError, match=r"\(Einsum, opset 11\): the operator does not exist in opset 11 "
+                                             r"\(it was added in opset 12\)"):
+        Compiler.compile(model)
