@@ -31,10 +31,10 @@ def lower_model(model: onnx.ModelProto, options, model_name: str = "<model>",
     weights = WeightStore()
     graph = lower_graph(model, weights, model_name, "graph0", options.batch_size, options.batch_axis, prepare_body)
     available = available_bytes(options.num_ipus, options.device_memory_bytes)
+    plan = plan_arena(graph)  # sizes and offsets only: nothing is allocated for the tensors
+    check_device_memory(weights.size, plan.size, available, options.ipu_version, model_name)
     check_anchor_sizes(graph.anchor_tensors("input") + graph.anchor_tensors("output"), available,
                        options.ipu_version, model_name)
-    plan = plan_arena(graph)
-    check_device_memory(weights.size, plan.size, available, options.ipu_version, model_name)
     compiler_info = {"producer": PRODUCER, "source_model": model_name, "options": options.to_dict(),
                      "converter_options": dict(converter_options or {}), "passes": list(passes_run or [])}
     popef = emit_popef([graph], [plan], weights, options.ipu_version, options.num_ipus,
