@@ -124,3 +124,13 @@ def test_op_used_before_the_opset_that_introduced_it_is_refused():
     with pytest.raises(ModelLoadError, match=r"\(Einsum, opset 11\): the operator does not exist in opset 11 "
                                              r"\(it was added in opset 12\)"):
         Compiler.compile(model)
+
+
+@pytest.mark.parametrize("options,message", [
+    (dict(batch_size=1 << 64), "batch_size 18446744073709551616 is larger than an ONNX dim can be"),
+    (dict(input_shape={"X": [1 << 63, 4]}), "input_shape for 'X' has a dim larger than an ONNX dim can be"),
+])
+def test_batch_size_or_input_dim_beyond_int64_is_a_config_error(options, message):
+    from compiler.converter import Converter
+    with pytest.raises(ConfigError, match=message):
+        Converter(**options).convert(_gemm_model())
