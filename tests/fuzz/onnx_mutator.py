@@ -26,7 +26,7 @@ def _value_infos(graph: onnx.GraphProto) -> List[onnx.ValueInfoProto]:
 def _names(graph: onnx.GraphProto) -> List[str]:
     names = [v.name for v in _value_infos(graph)] + [t.name for t in graph.initializer]
     names += [o for n in graph.node for o in n.output]
-    return names + ["", "missing_tensor"]
+    return [n for n in names if isinstance(n, str)] + ["", "missing_tensor"]
 
 
 def _mutate_value_info(graph, rng):

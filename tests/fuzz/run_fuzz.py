@@ -80,7 +80,10 @@ def main(argv=None) -> int:
 
     def custom_mutator(data: bytes, max_size: int, seed: int) -> bytes:
         rng = random.Random(seed)
-        out = None if rng.random() < 0.1 else mutate(data, rng)
+        try:
+            out = None if rng.random() < 0.1 else mutate(data, rng)
+        except (UnicodeError, ValueError, TypeError):  # a byte-mutated input the structured mutator cannot edit
+            out = None
         if out is None or len(out) > max_size:
             out = atheris.Mutate(data, max_size)
         return out

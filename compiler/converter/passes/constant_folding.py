@@ -110,10 +110,13 @@ def _padded_elements(node, feeds) -> int:
     shape = list(np.shape(feeds[node.input[0]])) if node.input and node.input[0] in feeds else []
     pads = next((list(a.ints) for a in node.attribute if a.name == "pads"), [])
     spatial = len(shape) - 2
-    if spatial <= 0 or len(pads) != 2 * spatial:
+    if spatial <= 0:
         return int(np.prod(shape, dtype=object)) if shape else 0
-    dims = shape[:2] + [shape[2 + i] + max(pads[i], 0) + max(pads[i + spatial], 0) for i in range(spatial)]
-    return int(np.prod(dims, dtype=object))
+    if len(pads) == 2 * spatial:
+        extra = [max(pads[i], 0) + max(pads[i + spatial], 0) for i in range(spatial)]
+    else:  # malformed pads (the reference evaluator may still use them): bound by the largest
+        extra = [2 * max(pads + [0])] * spatial
+    return int(np.prod(shape[:2] + [shape[2 + i] + extra[i] for i in range(spatial)], dtype=object))
 
 
 def _evaluate(node, feeds, opsets):
