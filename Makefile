@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 STAMP  := $(VENV)/.deps-stamp
 
-.PHONY: all venv build demo test test-fast bench clean
+.PHONY: all venv build demo test test-fast bench fuzz clean
 
 all: build
 
@@ -57,6 +57,19 @@ bench: build $(BENCH_STAMP)
 	$(PY) benchmarks/bench_mlp.py
 	mkdir -p build/bench
 	$(PY) benchmarks/bench_models.py --markdown build/bench/bench_models.md --json build/bench/bench_models.json --chart docs/benchmarks_models.png
+
+FUZZ_STAMP   := $(VENV)/.fuzz-deps-stamp
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= runtime_popef python_popef compiler_onnx compiler_fusion_yaml
+
+$(FUZZ_STAMP): $(STAMP) requirements-fuzz.txt
+	$(PIP) install --quiet -r requirements-fuzz.txt
+	touch $@
+
+# Coverage-guided fuzzing (docs/reliability.md): each target runs FUZZ_SECONDS; new corpus
+# entries and findings go to build/fuzz/<target>/. CI runs a short slice (FUZZ_SECONDS=15).
+fuzz: build $(FUZZ_STAMP)
+	for t in $(FUZZ_TARGETS); do nice -n 10 $(PY) tests/fuzz/run_fuzz.py $$t --seconds $(FUZZ_SECONDS) || exit 1; done
 
 clean:
 	rm -rf build tf_popef_op/lib tf_popef_op/runtime/_runtime*.so *.egg-info

@@ -2,7 +2,7 @@
 converter's own "running pass" log records), the kernel fusion stage and PopEF emission
 (compiler/compiler.py) and the lowering steps of compiler/lowering/lower_model.py (timed by
 wrapping the functions they call, for this one call only; a step the compiler does not have is
-simply not reported)."""
+not reported)."""
 import contextlib
 import importlib
 import logging

@@ -172,6 +172,8 @@ def read_yaml(path: str) -> Dict[str, Any]:
             data = yaml.safe_load(f)
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not valid YAML: not UTF-8 text ({e})") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

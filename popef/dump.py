@@ -58,7 +58,7 @@ def _programs(executable: dict) -> dict:
 
 
 def _tensor_data(popef: PopefFile, metadata: Optional[dict], executable: Optional[dict]) -> List[dict]:
-    table = {t["name"]: t for t in (metadata or {}).get("tensor_data", [])}
+    table = {t.get("name"): t for t in (metadata or {}).get("tensor_data", [])}
     loads = {s.get("tensor_data"): s.get("offset") for s in (executable or {}).get("programs", {}).get("load", [])}
     rows = []
     for b in popef.blobs:
@@ -76,6 +76,10 @@ def _opaque(name: str, payload: bytes) -> dict:
         return {"name": name, "size": len(payload), "json": content}
     except (UnicodeDecodeError, json.JSONDecodeError):
         return {"name": name, "size": len(payload), "json": None}
+
+
+def _count(n) -> str:
+    return f"{n:,}" if isinstance(n, int) else "?"
 
 
 def _shape(shape) -> str:
@@ -178,7 +182,8 @@ def _fusion_lines(fusion) -> Optional[List[str]]:
 def _step_text(step: dict) -> str:
     op = step.get("op")
     if op == "LoadTensorData":
-        return f"LoadTensorData {step.get('tensor_data')} -> weights+{step.get('offset')} ({step.get('nbytes'):,} bytes)"
+        return (f"LoadTensorData {step.get('tensor_data')} -> weights+{step.get('offset')} "
+                f"({_count(step.get('nbytes'))} bytes)")
     if op == "Switch":
         return f"Switch on '{step.get('index_anchor')}': cases {', '.join(step.get('cases', []))}"
     if op == "If":

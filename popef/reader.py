@@ -2,6 +2,7 @@
 file, the blob and what is wrong; nothing here can crash on hostile input."""
 import dataclasses
 import json
+import math
 import os
 from typing import Dict, List, Optional, Union
 
@@ -10,6 +11,11 @@ import numpy as np
 from popef.format import (
     HEADER, HEADER_SIZE, MAGIC, VERSION_MAJOR, BlobType, PopefError, crc32,
 )
+from popef.schema import check_executable, check_metadata
+
+# The element types a PopEF tensor may have (the runtime's DType names).
+TENSOR_DTYPES = ("float32", "float16", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                 "uint64", "bool")
 
 
 @dataclasses.dataclass
@@ -52,11 +58,15 @@ class PopefFile:
 
     @property
     def metadata(self) -> dict:
-        return self._single_json(BlobType.METADATA)
+        doc = self._single_json(BlobType.METADATA)
+        check_metadata(doc, f"{self.source}: Metadata")
+        return doc
 
     @property
     def executable(self) -> dict:
-        return self._single_json(BlobType.EXECUTABLE)
+        doc = self._single_json(BlobType.EXECUTABLE)
+        check_executable(doc, f"{self.source}: Executable")
+        return doc
 
     @property
     def opaques(self) -> Dict[str, bytes]:
@@ -64,18 +74,30 @@ class PopefFile:
 
     def opaque_json(self, name: str) -> Optional[dict]:
         raw = self.opaques.get(name)
-        return None if raw is None else json.loads(raw.decode("utf-8"))
+        if raw is None:
+            return None
+        try:
+            return json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise PopefError(f"{self.source}: Opaque blob '{name}' is not valid JSON: {e}") from None
 
     def tensor_data(self) -> Dict[str, np.ndarray]:
         """Weights as numpy arrays (views on the file bytes), typed by the Metadata table."""
-        table = {t["name"]: t for t in self.metadata.get("tensor_data", [])}
+        table = {t.get("name"): t for t in self.metadata.get("tensor_data", [])}
         out = {}
         for blob in self._blobs_of(BlobType.TENSOR_DATA):
             info = table.get(blob.name)
             if info is None:
                 raise PopefError(f"{self.source}: TensorData '{blob.name}' is not described in Metadata.tensor_data")
+            if info.get("dtype") not in TENSOR_DTYPES:
+                raise PopefError(f"{self.source}: TensorData '{blob.name}' has dtype {info.get('dtype')!r} in "
+                                 f"Metadata.tensor_data; expected one of {', '.join(TENSOR_DTYPES)}")
+            shape = info.get("shape")
+            if shape is None or any(d < 0 for d in shape):
+                raise PopefError(f"{self.source}: TensorData '{blob.name}' has shape {shape} in "
+                                 f"Metadata.tensor_data; expected a list of non-negative dims")
             dtype = np.dtype(info["dtype"])
-            expected = int(np.prod(info["shape"], dtype=np.int64)) * dtype.itemsize
+            expected = math.prod(shape) * dtype.itemsize
             if expected != len(blob.payload):
                 raise PopefError(f"{self.source}: TensorData '{blob.name}' has {len(blob.payload)} bytes, "
                                  f"its dtype {info['dtype']} and shape {info['shape']} need {expected}")
@@ -88,6 +110,7 @@ def _parse(data: memoryview, source: str) -> List[Blob]:
     if size == 0:
         raise PopefError(f"{source}: empty file")
     blobs, offset, i = [], 0, 0
+    named = {}  # TensorData/Opaque names are keys: (type, name) -> blob index
     while offset < size:
         if offset + HEADER_SIZE > size:
             raise PopefError(f"{source}: truncated: blob #{i} header needs {HEADER_SIZE} bytes at offset "
@@ -122,6 +145,10 @@ def _parse(data: memoryview, source: str) -> List[Blob]:
         if crc32(payload) != payload_crc:
             raise PopefError(f"{source}: corrupted: payload checksum mismatch in blob #{i} "
                              f"({blob_type.label} '{name}')")
+        if blob_type in (BlobType.TENSOR_DATA, BlobType.OPAQUE):
+            first = named.setdefault((blob_type, name), i)
+            if first != i:
+                raise PopefError(f"{source}: blob #{i} ({blob_type.label} '{name}') has the same name as blob #{first}")
         blobs.append(Blob(blob_type, name, offset, start, payload, (major, minor)))
         offset += total_size
         i += 1

@@ -8,6 +8,8 @@ from compiler.utils import get_logger
 
 PRECISIONS = ("fp32", "fp16")
 
+MAX_DIM = (1 << 63) - 1  # ONNX dims are int64
+
 
 @dataclasses.dataclass
 class PassContext:
@@ -25,6 +27,8 @@ class PassContext:
             raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, got '{self.precision}'")
         if self.batch_size is not None and (not _is_int(self.batch_size) or self.batch_size < 1):
             raise ConfigError(f"batch_size must be a positive integer, got {self.batch_size!r}")
+        if self.batch_size is not None and self.batch_size > MAX_DIM:
+            raise ConfigError(f"batch_size {self.batch_size} is larger than an ONNX dim can be ({MAX_DIM})")
         if not _is_int(self.batch_axis) or self.batch_axis < 0:
             raise ConfigError(f"batch_axis must be a non-negative integer, got {self.batch_axis!r}")
         if not _is_int(self.max_tensor_size) or self.max_tensor_size < -1:
@@ -33,6 +37,8 @@ class PassContext:
         for name, dims in self.input_shape.items():
             if not isinstance(dims, (list, tuple)) or not all(_is_int(d) and d >= 0 for d in dims):
                 raise ConfigError(f"input_shape for '{name}' must be a list of non-negative integers, got {dims!r}")
+            if any(d > MAX_DIM for d in dims):
+                raise ConfigError(f"input_shape for '{name}' has a dim larger than an ONNX dim can be ({MAX_DIM})")
 
     def fits_max_tensor_size(self, nbytes: int) -> bool:
         return self.max_tensor_size < 0 or nbytes <= self.max_tensor_size

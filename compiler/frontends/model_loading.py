@@ -8,6 +8,8 @@ import onnx
 from onnx import TensorProto
 
 from compiler.errors import ModelLoadError
+from compiler.frontends.node_schema_checks import check_node_schemas
+from compiler.frontends.tensor_data_checks import check_tensor_data
 from compiler.frontends.tf_export import tensorflow_to_onnx
 from compiler.frontends.tf_source import is_tensorflow_model
 
@@ -54,4 +56,6 @@ def load_model(source: ModelSource, model_name: str = None, signature_name: Opti
         if init.data_location == TensorProto.EXTERNAL:
             raise ModelLoadError(f"{name}: initializer '{init.name}' keeps its data in an external file, "
                                  f"which was not loaded; pass the model's file path so its folder is searched")
+    check_tensor_data(model, name)
+    check_node_schemas(model, name)
     return model, name

@@ -23,7 +23,7 @@ from compiler.fusion.entry import FusionEntry, normalize_entries
 from compiler.fusion.fusion_map import FUSION_OPAQUE, SubgraphOrigin, fusion_map
 from compiler.fusion.subgraph_rename import AnchorRename, rename_subgraph
 from compiler.kernel_fusion import apply_kernel_fusion
-from compiler.lowering.device_memory import available_bytes
+from compiler.lowering.device_memory import available_bytes, check_anchor_sizes
 from compiler.lowering.ir import LoweredGraph
 from compiler.lowering.lower_graph import lower_graph
 from compiler.lowering.memory_plan import ArenaPlan, plan_arena
@@ -115,6 +115,8 @@ def _lower_one(index: int, entry: FusionEntry, options: CompilerOptions,
     converted = converter.convert(model)
     lowered = lower_graph(apply_kernel_fusion(converted, options, label), _SubgraphWeights(weights, subgraph_prefix(index)), label, entry.name,
                           batch_size, batch_axis, prepare_control_flow_body)
+    check_anchor_sizes(lowered.anchor_tensors("input") + lowered.anchor_tensors("output"),
+                       available_bytes(options.num_ipus, options.device_memory_bytes), options.ipu_version, label)
     graph, names = rename_subgraph(lowered, index, label)
     origin = SubgraphOrigin(entry.source_label(), entry.precision, opset_version(converted))
     record = {"index": index, "name": entry.name, "source_model": entry.source_label(),

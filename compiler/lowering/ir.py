@@ -3,6 +3,7 @@ kernel steps over named tensors). Model fusion combines several LoweredGraphs as
 one executable that share a WeightStore; each keeps its own arena plan (only one subgraph runs
 at a time, so the executable's arena is the largest of them)."""
 import dataclasses
+import math
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
@@ -22,7 +23,7 @@ class TensorValue:
 
     @property
     def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
+        return math.prod(self.shape) * np.dtype(self.dtype).itemsize  # exact: no int64 wrap-around
 
 
 @dataclasses.dataclass

@@ -155,3 +155,35 @@ def test_tensor_data_size_must_match_its_metadata_entry():
                                     (BlobType.TENSOR_DATA, "W", W.tobytes())]))
     with pytest.raises(PopefError, match="TensorData 'W' has 100 bytes, its dtype float32 and shape \\[5, 4\\] need 80"):
         popef.tensor_data()
+
+
+@pytest.mark.parametrize("metadata,executable,message", [
+    ({"anchors": [3]}, {}, "Metadata.anchors[0]: expected an object, got a number"),
+    ({}, {"tensors": [{"id": [1]}]}, "Executable.tensors[0].id: expected an integer, got a list"),
+    ({}, {"programs": {"load": [{"op": "LoadTensorData", "offset": "0"}]}},
+     "Executable.programs.load[0].offset: expected an integer, got a string"),
+    ({"program_flow": {"main": "main"}}, {}, "Metadata.program_flow.main: expected a list, got a string"),
+])
+def test_json_layout_errors_name_the_path(metadata, executable, message):
+    popef = PopefFile(encode_popef([(BlobType.METADATA, "metadata", json_payload(metadata)),
+                                    (BlobType.EXECUTABLE, "executable", json_payload(executable))]), "m.popef")
+    with pytest.raises(PopefError) as e:
+        popef.metadata, popef.executable
+    assert str(e.value) == f"m.popef: {message}"
+
+
+@pytest.mark.parametrize("entry,message", [
+    ({"name": "W", "dtype": "object", "shape": [5, 5]}, "has dtype 'object' in Metadata.tensor_data"),
+    ({"name": "W", "dtype": "float32", "shape": [-5, -5]}, "has shape [-5, -5] in Metadata.tensor_data"),
+])
+def test_tensor_data_table_with_bad_dtype_or_shape_is_refused(entry, message):
+    popef = PopefFile(encode_popef([(BlobType.METADATA, "metadata", json_payload({"tensor_data": [entry]})),
+                                    (BlobType.TENSOR_DATA, "W", W.tobytes())]), "m.popef")
+    with pytest.raises(PopefError, match=message.replace("[", r"\[")):
+        popef.tensor_data()
+
+
+def test_opaque_that_is_not_json_is_a_popef_error():
+    popef = PopefFile(encode_popef([(BlobType.OPAQUE, "compiler", b"\xff{")]), "m.popef")
+    with pytest.raises(PopefError, match="Opaque blob 'compiler' is not valid JSON"):
+        popef.opaque_json("compiler")

@@ -8,8 +8,9 @@ import struct
 import numpy as np
 import pytest
 
-from popef.format import PopefError
+from popef.format import BlobType, PopefError
 from popef.reader import PopefFile
+from popef.writer import encode_popef
 from popef_builders import add_model, weight_model
 from tf_popef_op import runtime
 
@@ -131,6 +132,19 @@ def test_unknown_blob_type(good_bytes):
         runtime.ModelRunner(bytes(data))
     assert str(info.value) == "<memory>: blob #0 'metadata' has unknown blob type 9"
     assert str(info.value) == _python_reader_message(bytes(data), "<memory>")
+
+
+@pytest.mark.parametrize("blob_type", [BlobType.TENSOR_DATA, BlobType.OPAQUE])
+def test_two_tensor_data_or_opaque_blobs_with_one_name(blob_type):
+    model = weight_model(np.ones((4, 2), np.float32))
+    blobs = model.blobs() + [(blob_type, "W" if blob_type == BlobType.TENSOR_DATA else "compiler", b"\0" * 32)]
+    data = encode_popef(blobs)
+    with pytest.raises(runtime.InvalidArgumentError) as info:
+        runtime.ModelRunner(data)
+    first = [i for i, b in enumerate(blobs) if b[0] == blob_type][0]
+    assert str(info.value) == (f"<memory>: blob #{len(blobs) - 1} ({blob_type.label} '{blobs[-1][1]}') has the same "
+                               f"name as blob #{first}")
+    assert str(info.value) == _python_reader_message(data, "<memory>")
 
 
 def test_inconsistent_sizes(good_bytes):

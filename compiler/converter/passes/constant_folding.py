@@ -13,6 +13,11 @@ from compiler.onnx_graph.type_inference import infer_types
 # Folding these would freeze one random draw into the model.
 _NON_DETERMINISTIC = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike",
                       "Multinomial", "Bernoulli"}
+# The reference implementation of a window op pads its input first; a padded input above this many
+# elements (pads of 2^20 on a 4x4 image) would take tens of seconds and gigabytes to fold, so such a
+# node is left for the lowering.
+_MAX_PADDED_ELEMENTS = 1 << 24
+_WINDOW_OPS = {"Conv", "ConvTranspose", "ConvInteger", "QLinearConv", "MaxPool", "AveragePool", "LpPool"}
 # Each round re-runs shape inference, which may make more Shape nodes static; real models settle
 # in two or three rounds.
 _MAX_ROUNDS = 16
@@ -78,8 +83,12 @@ def _try_fold(node, constants, types, ctx, opsets) -> Optional[List[Tuple[str, n
             ctx.logger.info("not folding %s (%s): output %s is %d bytes > max_tensor_size %d",
                             node.name, node.op_type, out, t.nbytes, ctx.max_tensor_size)
             return None
+    feeds = {name: constants.value(name) for name in node.input if name}
+    if node.op_type in _WINDOW_OPS and _padded_elements(node, feeds) > _MAX_PADDED_ELEMENTS:
+        ctx.logger.info("not folding %s (%s): its padded input exceeds %d elements", node.name, node.op_type,
+                        _MAX_PADDED_ELEMENTS)
+        return None
     try:
-        feeds = {name: constants.value(name) for name in node.input if name}
         results = _evaluate(node, feeds, opsets)
     except Exception as e:  # an op the reference cannot run is left for the lowering to report
         ctx.logger.info("not folding %s (%s): %s", node.name, node.op_type, e)
@@ -94,6 +103,20 @@ def _try_fold(node, constants, types, ctx, opsets) -> Optional[List[Tuple[str, n
             return None
         folded.append((name, value))
     return folded
+
+
+def _padded_elements(node, feeds) -> int:
+    """Elements of the first input after its `pads` are applied (exact Python integers)."""
+    shape = list(np.shape(feeds[node.input[0]])) if node.input and node.input[0] in feeds else []
+    pads = next((list(a.ints) for a in node.attribute if a.name == "pads"), [])
+    spatial = len(shape) - 2
+    if spatial <= 0:
+        return int(np.prod(shape, dtype=object)) if shape else 0
+    if len(pads) == 2 * spatial:
+        extra = [max(pads[i], 0) + max(pads[i + spatial], 0) for i in range(spatial)]
+    else:  # malformed pads (the reference evaluator may still use them): bound by the largest
+        extra = [2 * max(pads + [0])] * spatial
+    return int(np.prod(shape[:2] + [shape[2 + i] + extra[i] for i in range(spatial)], dtype=object))
 
 
 def _evaluate(node, feeds, opsets):

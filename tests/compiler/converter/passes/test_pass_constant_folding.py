@@ -108,3 +108,16 @@ def test_optional_empty_inputs_are_allowed():
     out = run_pass(model, "constant_folding")
     assert op_types(out) == ["Add"]
     assert _initializer(out, "k").tolist() == [-1.0, 0.5, 1.0]
+
+
+def test_window_op_with_a_huge_padded_constant_input_is_left_unfolded():
+    """The reference implementation would pad a 4x4 image to 1,048,580 rows first."""
+    w = np.ones((2, 2, 3, 3), np.float32)
+    model = make_model([helper.make_node("Conv", ["W", "W"], ["c"], kernel_shape=[3, 3], pads=[1 << 20, 1, 1, 1]),
+                        helper.make_node("Add", ["X", "one"], ["O"])],
+                       [("X", F32, [1])], [("O", F32, [1]), ("c", F32, None)],
+                       {"W": w, "one": np.ones(1, np.float32)})
+    assert "Conv" in op_types(run_pass(model, ["constant_folding"]))
+    small = make_model([helper.make_node("Conv", ["W", "W"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])],
+                       [], [("c", F32, None)], {"W": w})
+    assert "Conv" not in op_types(run_pass(small, ["constant_folding"]))

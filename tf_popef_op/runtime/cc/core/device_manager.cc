@@ -90,6 +90,15 @@ void DeviceManager::CheckMemory(const Executable& exe, const Device& d) const {
                     " bytes of device memory (weights " + std::to_string(exe.weights_bytes()) + " + arena " +
                     std::to_string(exe.arena_bytes()) + ") but " + d.Describe() + " has " +
                     std::to_string(d.memory_bytes()) + " bytes");
+  // An input or output streams through device memory, so each must fit it on its own; this also
+  // refuses absurd anchor shapes before the runner allocates their staging buffers.
+  for (const Anchor& a : exe.anchors())
+    if (a.desc.nbytes() > d.memory_bytes())
+      throw Error(ErrorCode::kFailedPrecondition,
+                  exe.source() + ": " + (a.is_input ? "input" : "output") + " anchor '" + a.name + "' (" +
+                      DTypeName(a.desc.dtype) + " " + ShapeToString(a.desc.shape) + ") needs " +
+                      std::to_string(a.desc.nbytes()) + " bytes but " + d.Describe() + " has " +
+                      std::to_string(d.memory_bytes()) + " bytes");
 }
 
 Device& DeviceManager::Acquire(const Executable& exe, int device_id) {

@@ -95,10 +95,12 @@ void Executable::Parser::ParseAnchors(const JsonObject& meta) {
     const int64_t rank = static_cast<int64_t>(a.desc.shape.size());
     a.batch_axis = static_cast<int>(o.IntOr("batch_axis", rank > 0 ? 0 : -1, -1, rank - 1));
     if (o.Has("aliases")) a.aliases = o.Strings("aliases");
+    // Added before its names: a name listed twice by this anchor reports this anchor as the owner.
     const int index = static_cast<int>(exe_.anchors_.size());
-    AddAnchorName(a.name, index, o.path());
-    for (const std::string& n : a.aliases) AddAnchorName(n, index, o.path());
     exe_.anchors_.push_back(std::move(a));
+    const Anchor& added = exe_.anchors_.back();
+    AddAnchorName(added.name, index, o.path());
+    for (const std::string& n : added.aliases) AddAnchorName(n, index, o.path());
   }
 }
 
@@ -357,6 +359,11 @@ void Executable::Parser::ParseSubgraphs(const JsonObject& prog) {
           o.Fail(key, "anchor '" + name + "' belongs to subgraph " + std::to_string(a.subgraph) + " in Metadata");
         listed_.insert(it->second);
         (inputs ? sg.inputs : sg.outputs).push_back(it->second);
+        // The batch sizes queues and splits requests, so it must be the one the shapes say.
+        if (a.batch_axis >= 0 && (a.batch_axis != sg.batch_axis || a.desc.shape[a.batch_axis] != sg.batch_size))
+          o.Fail("batch_size", std::to_string(sg.batch_size) + " on batch_axis " + std::to_string(sg.batch_axis) +
+                                   " disagrees with anchor '" + name + "' " + ShapeToString(a.desc.shape) +
+                                   " (batch axis " + std::to_string(a.batch_axis) + ")");
       }
     }
     exe_.subgraphs_.push_back(std::move(sg));

@@ -60,17 +60,23 @@ ModelRunner::ModelRunner(std::shared_ptr<const PopefReader> popef, const Runtime
     session_->set_profiling(config_.profile);
     session_->Load();
 
-    // One queue per anchor, sized by the batch of the subgraph it belongs to.
+    // One queue per anchor, sized by the batch of the subgraph it belongs to: the compiled batch
+    // when an anchor carries the batch axis (the parser checked it against that anchor's shape),
+    // else 1, so a declared batch that no shape backs never sizes an allocation.
     const size_t mult = config_.ring_buffer_size_multiplier;
     const auto& anchors = exe_->anchors();
+    auto rows = [&anchors](const Subgraph& sg) -> size_t {
+      for (const auto* list : {&sg.inputs, &sg.outputs})
+        for (int a : *list)
+          if (anchors[a].batch_axis >= 0) return static_cast<size_t>(std::max<int64_t>(sg.batch_size, 1));
+      return 1;
+    };
     std::vector<QueueManager::QueueSpec> specs;
     size_t max_capacity = 1;
-    for (const Subgraph& sg : subgraphs)
-      max_capacity = std::max(max_capacity, mult * static_cast<size_t>(std::max<int64_t>(sg.batch_size, 1)));
+    for (const Subgraph& sg : subgraphs) max_capacity = std::max(max_capacity, mult * rows(sg));
     for (size_t a = 0; a < anchors.size(); ++a) {
       const int s = anchors[a].subgraph;
-      const size_t capacity =
-          s >= 0 ? mult * static_cast<size_t>(std::max<int64_t>(subgraphs[s].batch_size, 1)) : max_capacity;
+      const size_t capacity = s >= 0 ? mult * rows(subgraphs[s]) : max_capacity;
       anchor_queue_.push_back(static_cast<int>(specs.size()));
       specs.push_back({anchors[a].name, capacity});
     }

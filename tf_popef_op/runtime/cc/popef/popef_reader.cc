@@ -8,6 +8,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <map>
+#include <utility>
 
 namespace tfpopef {
 namespace {
@@ -102,6 +104,7 @@ void PopefReader::Fail(ErrorCode code, const std::string& what) const { throw Er
 void PopefReader::Parse() {
   const uint64_t size = size_;
   if (size == 0) Fail(ErrorCode::kDataLoss, "empty file");
+  std::map<std::pair<BlobType, std::string>, size_t> named;  // TensorData/Opaque names are keys
   uint64_t offset = 0;
   for (size_t i = 0; offset < size; ++i) {
     const std::string blob = "blob #" + std::to_string(i);
@@ -143,6 +146,12 @@ void PopefReader::Parse() {
     if (Crc32(0, payload, payload_size) != payload_crc)
       Fail(ErrorCode::kDataLoss, "corrupted: payload checksum mismatch in " + blob + " (" +
                                      BlobTypeLabel(blob_type) + " " + Quoted(name) + ")");
+    if (blob_type == BlobType::kTensorData || blob_type == BlobType::kOpaque) {
+      const auto [it, added] = named.emplace(std::make_pair(blob_type, name), i);
+      if (!added)
+        Fail(ErrorCode::kInvalidArgument, blob + " (" + BlobTypeLabel(blob_type) + " " + Quoted(name) +
+                                              ") has the same name as blob #" + std::to_string(it->second));
+    }
     blobs_.push_back(PopefBlob{blob_type, name, offset, offset + payload_offset, payload,
                                static_cast<size_t>(payload_size), payload_crc, major, minor});
     offset += total_size;

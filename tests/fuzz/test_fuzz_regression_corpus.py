@@ -1,0 +1,72 @@
+"""Replays every fuzz seed and every saved reproducer (tests/fuzz/corpus/<target>/) through the
+same check the fuzzer runs: a clean accept or a clear error of the component's own error type,
+and, for the runtime, the differential oracle (tests/fuzz/targets/runtime_popef.py)."""
+import os
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
+from run_fuzz import TARGETS, regression_files  # noqa: E402
+
+
+def _cases():
+    for target in TARGETS:
+        for path in regression_files(target):
+            yield pytest.param(target, path, id=f"{target}/{os.path.basename(path)}")
+
+
+def _target(name):
+    import importlib
+    return importlib.import_module(f"targets.{name}")
+
+
+def test_every_target_has_a_regression_corpus_folder():
+    assert all(os.path.isdir(os.path.join(HERE, "corpus", t)) for t in TARGETS)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_seeds_run_clean(target):
+    module = _target(target)
+    seeds = module.seed_inputs()
+    assert seeds
+    for data in seeds:
+        module.check(data)
+
+
+@pytest.mark.parametrize("target,path", list(_cases()))
+def test_reproducer_runs_clean(target, path):
+    with open(path, "rb") as f:
+        _target(target).check(f.read())
+
+
+def _open_cases():
+    folder = os.path.join(HERE, "corpus_open", "runtime_popef")
+    for name in sorted(os.listdir(folder)):
+        yield pytest.param(os.path.join(folder, name), id=name)
+
+
+@pytest.mark.xfail(strict=True, reason="open: the runtime does not check that arena tensors live at the same "
+                                       "time do not overlap (docs/reliability.md, Open findings)")
+@pytest.mark.parametrize("path", list(_open_cases()))
+def test_open_finding_arena_overlap_is_still_accepted_with_wrong_outputs(path):
+    import numpy as np
+    from popef.reader import PopefFile
+    from tf_popef_op import runtime as rt
+    module = _target("runtime_popef")
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        runner = rt.ModelRunner(data)
+    except rt.Error:
+        return  # refused: fixed, so the strict xfail fails and the file moves to corpus/runtime_popef
+    with runner:
+        feeds = module.make_inputs(runner)
+        outputs = runner.execute(feeds)
+    _, expected = module.oracle().expected(module.program_fingerprint(PopefFile(data)), feeds)
+    assert expected is not None
+    for name, value in expected.items():
+        np.testing.assert_array_equal(outputs[name], value)
