@@ -61,15 +61,17 @@ bench: build $(BENCH_STAMP)
 FUZZ_STAMP   := $(VENV)/.fuzz-deps-stamp
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= runtime_popef python_popef compiler_onnx compiler_fusion_yaml
+FUZZ_ARGS    ?=
 
 $(FUZZ_STAMP): $(STAMP) requirements-fuzz.txt
 	$(PIP) install --quiet -r requirements-fuzz.txt
 	touch $@
 
 # Coverage-guided fuzzing (docs/reliability.md): each target runs FUZZ_SECONDS; new corpus
-# entries and findings go to build/fuzz/<target>/. CI runs a short slice (FUZZ_SECONDS=15).
+# entries and findings go to build/fuzz/<target>/. FUZZ_ARGS go to libFuzzer (CI runs a fixed
+# seed and run count, so its slice is the same inputs every time).
 fuzz: build $(FUZZ_STAMP)
-	for t in $(FUZZ_TARGETS); do nice -n 10 $(PY) tests/fuzz/run_fuzz.py $$t --seconds $(FUZZ_SECONDS) || exit 1; done
+	for t in $(FUZZ_TARGETS); do nice -n 10 $(PY) tests/fuzz/run_fuzz.py $$t --seconds $(FUZZ_SECONDS) $(FUZZ_ARGS) || exit 1; done
 
 clean:
 	rm -rf build tf_popef_op/lib tf_popef_op/runtime/_runtime*.so *.egg-info
