@@ -51,7 +51,8 @@ $(BENCH_STAMP): $(STAMP) requirements-bench.txt
 	$(PIP) install --quiet -r requirements-bench.txt
 	touch $@
 
-# The real-network suite (about 20 min on 2 cores, plus a one-time tf2onnx export of the
+# The real-network suite: eight networks against onnxruntime and OpenVINO (the peak, latency
+# and profile parts alone took 28-33 min on 2 cores; plus a one-time tf2onnx export of the
 # networks); docs/benchmarks.md quotes this exact command.
 bench: build $(BENCH_STAMP)
 	$(PY) benchmarks/bench_mlp.py

@@ -61,7 +61,7 @@ class ModelSpec:
         return model
 
 
-# The networks issue 5 tuned on; the families added to see whether the speed generalizes.
+# The networks the kernels were tuned on; the families added to see whether the speed generalizes.
 TUNED = ("mobilenet_v2", "resnet50", "bert_encoder")
 FAMILIES = ("efficientnet_b0", "densenet121", "convnext_tiny", "inception_v3", "vit_encoder")
 
