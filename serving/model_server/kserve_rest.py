@@ -26,6 +26,7 @@ import grpc
 from serving.model_server import kserve_codec
 from serving.model_server.errors import (ServingError, as_serving_error, invalid_argument,
                                          not_found)
+from serving.model_server.request_limits import check_json_depth
 from serving.model_server.rest_handlers import _Handler
 
 HEADER_LENGTH = "Inference-Header-Content-Length"
@@ -107,7 +108,8 @@ class ModelHandler(_V2Handler):
         def work():
             return infer(self.kserve, name, version, body, header_length)
         try:
-            header, chunks = await self._in_pool(work)
+            with self.core.admission.admitted(name):
+                header, chunks = await self._in_pool(work)
         except Exception as error:   # every failure answers {"error": ...}
             return self.answer_error(as_serving_error(error))
         if chunks:
@@ -150,6 +152,7 @@ class RepositoryHandler(_V2Handler):
 
 
 def _json(raw) -> dict:
+    check_json_depth(raw)
     try:
         value = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as error:

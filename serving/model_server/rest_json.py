@@ -11,6 +11,7 @@ from tensorflow.core.example import example_pb2, feature_pb2
 from tensorflow_serving.apis import get_model_metadata_pb2, input_pb2
 
 from serving.model_server.errors import invalid_argument, status_name
+from serving.model_server.request_limits import check_json_depth
 
 _CODES = {code.value[0]: code for code in grpc.StatusCode}
 
@@ -20,6 +21,7 @@ _B64 = "b64"
 def parse_body(raw: bytes) -> dict:
     if not raw or not raw.strip():
         raise invalid_argument("JSON Parse error: The document is empty")
+    check_json_depth(raw)
     try:
         body = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
