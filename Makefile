@@ -58,5 +58,14 @@ bench: build $(BENCH_STAMP)
 	mkdir -p build/bench
 	$(PY) benchmarks/bench_models.py --markdown build/bench/bench_models.md --json build/bench/bench_models.json --chart docs/benchmarks_models.png
 
+.PHONY: soak
+SOAK_CLIENTS ?= 64
+SOAK_SECONDS ?= 60
+
+# Soak / load test of the model server (loopback, about SOAK_SECONDS + 30 s; not part of
+# `make test`): docs/reliability_serving.md quotes its results.
+soak: build
+	$(PY) benchmarks/soak.py --clients $(SOAK_CLIENTS) --seconds $(SOAK_SECONDS) --json build/soak/soak.json
+
 clean:
 	rm -rf build tf_popef_op/lib tf_popef_op/runtime/_runtime*.so *.egg-info
