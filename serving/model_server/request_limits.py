@@ -13,6 +13,7 @@ import numpy as np
 from serving.model_server.errors import invalid_argument
 
 INT32_MAX = 2 ** 31 - 1
+INT64_MAX = 2 ** 63 - 1
 # Deeper than any tensor (TensorFlow's largest rank is 254) plus the objects around it, and
 # well inside Python's recursion limit, which the JSON parser would otherwise hit (a 500).
 MAX_JSON_DEPTH = 256
@@ -45,17 +46,23 @@ def check_json_depth(raw: bytes) -> None:
                                f"{MAX_JSON_DEPTH} nested arrays/objects")
 
 
-def element_count(shape) -> int:
-    count = 1
+def element_count(shape, tensor: str) -> int:
+    """The element count of `shape`; INVALID_ARGUMENT if its non-zero dimensions multiply
+    past 2^63-1 (TensorFlow's TensorShape bound; numpy cannot even shape an empty array so)."""
+    count = spread = 1
     for d in shape:
         count *= int(d)
+        spread *= max(int(d), 1)
+    if spread > INT64_MAX:
+        raise invalid_argument(f"input '{tensor}': shape {list(shape)} is too large (its "
+                               "dimensions multiply past 2^63-1)")
     return count
 
 
 def check_decoded_size(shape, itemsize: int, tensor: str) -> int:
     """The element count of `shape`; INVALID_ARGUMENT naming the tensor if decoding it would
     take more than --max_decoded_tensor_bytes (object elements count 8 bytes each)."""
-    count = element_count(shape)
+    count = element_count(shape, tensor)
     size = count * max(itemsize, 1)
     limit = _limits["max_tensor_bytes"]
     if size > limit:
