@@ -53,7 +53,7 @@ def decode_inputs(request) -> dict:
                                    "raw_input_contents")
         values = getattr(tensor.contents, field)
         kserve_codec.check_shape(list(shape), name)
-        count = element_count(shape, name)
+        count = element_count(shape, name, dtype.itemsize)
         if len(values) != count:
             raise invalid_argument(f"input '{name}': {len(values)} values in contents."
                                    f"{field} but shape {list(shape)} holds {count}")

@@ -46,10 +46,12 @@ def check_json_depth(raw: bytes) -> None:
                                f"{MAX_JSON_DEPTH} nested arrays/objects")
 
 
-def element_count(shape, tensor: str) -> int:
-    """The element count of `shape`; INVALID_ARGUMENT if its non-zero dimensions multiply
-    past 2^63-1 (TensorFlow's TensorShape bound; numpy cannot even shape an empty array so)."""
-    count = spread = 1
+def element_count(shape, tensor: str, itemsize: int = 1) -> int:
+    """The element count of `shape`; INVALID_ARGUMENT if its non-zero dimensions times the
+    element size multiply past 2^63-1 (TensorFlow's TensorShape bound, and numpy's: it cannot
+    even shape an empty array so)."""
+    count = 1
+    spread = max(itemsize, 1)
     for d in shape:
         count *= int(d)
         spread *= max(int(d), 1)
@@ -62,7 +64,7 @@ def element_count(shape, tensor: str) -> int:
 def check_decoded_size(shape, itemsize: int, tensor: str) -> int:
     """The element count of `shape`; INVALID_ARGUMENT naming the tensor if decoding it would
     take more than --max_decoded_tensor_bytes (object elements count 8 bytes each)."""
-    count = element_count(shape, tensor)
+    count = element_count(shape, tensor, itemsize)
     size = count * max(itemsize, 1)
     limit = _limits["max_tensor_bytes"]
     if size > limit:

@@ -215,11 +215,17 @@ def _feature(name, value):
     feature = feature_pb2.Feature()
     if not values:
         return feature
-    if all(isinstance(v, bool) or isinstance(v, int) for v in values):
-        feature.int64_list.value.extend(int(v) for v in values)
-    elif all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
-        feature.float_list.value.extend(float(v) for v in values)
-    elif all(isinstance(v, str) or _is_b64(v) for v in values):
+    try:
+        if all(isinstance(v, bool) or isinstance(v, int) for v in values):
+            feature.int64_list.value.extend(int(v) for v in values)
+            return feature
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            feature.float_list.value.extend(float(v) for v in values)
+            return feature
+    except (ValueError, OverflowError):   # protobuf: outside int64; float(): past float64
+        raise invalid_argument(f"feature '{name}': a value does not fit an int64 or float "
+                               f"feature: {json.dumps(value)[:200]}") from None
+    if all(isinstance(v, str) or _is_b64(v) for v in values):
         feature.bytes_list.value.extend(_decode_strings(values))
     else:
         raise invalid_argument(f"feature '{name}': values must be all numbers or all strings "

@@ -49,7 +49,7 @@ def test_tensorproto_repeated_value_shape_refused_before_allocation(small_tensor
     proto = to_tensor_proto(np.zeros((1,), np.float32))
     proto.ClearField("tensor_content")
     proto.float_val.append(1.0)
-    proto.tensor_shape.dim[0].size = 2 ** 62
+    proto.tensor_shape.dim[0].size = 2 ** 40
     with pytest.raises(ServingError) as caught:
         to_ndarray(proto, "x")
     assert "input 'x'" in caught.value.message
@@ -65,6 +65,17 @@ def test_tensorproto_string_shape_refused(small_tensor_limit):
         to_ndarray(proto, "s")
 
 
+def test_empty_shapes_past_2pow63_bytes_are_refused_not_reshaped():
+    proto = to_tensor_proto(np.zeros((0,), np.float32))
+    for size in (2 ** 61, 3, 0)[1:]:
+        proto.tensor_shape.dim.add().size = size
+    proto.tensor_shape.dim[0].size = 2 ** 61     # 2^61 * 3 floats: past 2^63 bytes, 0 elements
+    with pytest.raises(ServingError, match=r"input 'x': shape .* is too large"):
+        to_ndarray(proto, "x")
+    with pytest.raises(ServingError, match=r"input 't': shape .* is too large"):
+        kserve_codec.from_json([], "FP64", [2 ** 61, 0, 2 ** 3], "t")
+
+
 def test_kserve_bytes_shape_beyond_its_data_refused_before_allocation():
     with pytest.raises(ServingError) as caught:
         kserve_codec.from_raw(b"\0" * 8, "BYTES", [2 ** 20], "t")
@@ -72,7 +83,7 @@ def test_kserve_bytes_shape_beyond_its_data_refused_before_allocation():
 
 
 def test_kserve_shapes_past_the_limit_are_refused(small_tensor_limit):
-    for decode in (lambda: kserve_codec.from_raw(b"", "FP32", [2 ** 31, 2 ** 31], "t"),
+    for decode in (lambda: kserve_codec.from_raw(b"", "FP32", [2 ** 20, 2 ** 20], "t"),
                    lambda: kserve_codec.from_json([1.0], "FP32", [2 ** 40], "t")):
         with pytest.raises(ServingError, match="input 't'.*--max_decoded_tensor_bytes"):
             decode()
