@@ -42,7 +42,7 @@ def datatype_of(dtype) -> str:
 
 
 def numpy_dtype(datatype: str, tensor: str) -> np.dtype:
-    dtype = DTYPE_OF.get(datatype)
+    dtype = DTYPE_OF.get(datatype) if isinstance(datatype, str) else None
     if dtype is None:
         raise invalid_argument(
             f"input '{tensor}': unsupported datatype '{datatype}' (supported: "

@@ -58,6 +58,9 @@ def to_array(value, tf_dtype, name: str) -> np.ndarray:
         decoded = _decode_strings(value)
         array = np.empty(np.shape(np.array(decoded, dtype=object)), dtype=object)
         array[...] = np.array(decoded, dtype=object)
+        if any(isinstance(v, list) for v in array.flat):   # numpy kept a ragged level
+            raise invalid_argument(f"JSON Value for input '{name}': nested lists of different "
+                                   "lengths (a ragged list is not a tensor)")
         return array
     if _contains(value, lambda v: isinstance(v, (str, dict))):
         raise invalid_argument(f"JSON Value for input '{name}' holds a string or object where "

@@ -128,3 +128,14 @@ def test_admission_releases_on_error_and_under_contention():
     for thread in threads:
         thread.join()
     assert (len(admitted), len(refused)) == (5, 15)
+
+
+def test_ragged_string_lists_are_refused_naming_the_input():
+    import tensorflow as tf
+    with pytest.raises(ServingError, match="input 's'.*ragged"):
+        rest_json.to_array([[["t"]], [["x", "x"]]], tf.string, "s")
+
+
+def test_kserve_datatype_that_is_not_a_string_is_refused():
+    with pytest.raises(ServingError, match="input 'x': unsupported datatype"):
+        kserve_codec.from_json([1], [], [1], "x")
