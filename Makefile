@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 STAMP  := $(VENV)/.deps-stamp
 
-.PHONY: all venv build demo test test-fast bench fuzz clean
+.PHONY: all venv build demo test test-fast bench fuzz soak clean
 
 all: build
 
@@ -61,7 +61,8 @@ bench: build $(BENCH_STAMP)
 
 FUZZ_STAMP   := $(VENV)/.fuzz-deps-stamp
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= runtime_popef python_popef compiler_onnx compiler_fusion_yaml
+FUZZ_TARGETS ?= runtime_popef python_popef compiler_onnx compiler_fusion_yaml \
+                serving_rest_json serving_kserve_rest serving_predict_proto serving_kserve_grpc
 FUZZ_ARGS    ?=
 
 $(FUZZ_STAMP): $(STAMP) requirements-fuzz.txt
@@ -73,6 +74,14 @@ $(FUZZ_STAMP): $(STAMP) requirements-fuzz.txt
 # seed and run count, so its slice is the same inputs every time).
 fuzz: build $(FUZZ_STAMP)
 	for t in $(FUZZ_TARGETS); do nice -n 10 $(PY) tests/fuzz/run_fuzz.py $$t --seconds $(FUZZ_SECONDS) $(FUZZ_ARGS) || exit 1; done
+
+SOAK_CLIENTS ?= 64
+SOAK_SECONDS ?= 60
+
+# Soak / load test of the model server (loopback, about SOAK_SECONDS + 30 s; not part of
+# `make test`): docs/reliability.md, "The model server" quotes its results.
+soak: build
+	$(PY) benchmarks/soak.py --clients $(SOAK_CLIENTS) --seconds $(SOAK_SECONDS) --json build/soak/soak.json
 
 clean:
 	rm -rf build tf_popef_op/lib tf_popef_op/runtime/_runtime*.so *.egg-info

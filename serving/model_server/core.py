@@ -3,6 +3,7 @@ config-file poller and times every request for metrics; handlers stay thin and s
 import time
 
 from serving.model_server import inference, predictor, rest_json
+from serving.model_server.admission import Admission
 from serving.model_server.errors import as_serving_error, invalid_argument
 from serving.model_server.manager import ServableManager, VersionPoller
 from serving.model_server.model_config import (parse_config_text, read_config_text,
@@ -13,6 +14,8 @@ class ServerCore:
     def __init__(self, options, load_servable, metrics=None):
         self.options = options
         self.metrics = metrics
+        self.admission = Admission(options.max_queued_requests,
+                                   options.max_queued_requests_per_model)
         self.manager = ServableManager(
             load_servable,
             allow_labels_for_unavailable=options.allow_version_labels_for_unavailable_models,

@@ -1,7 +1,12 @@
 """tornado's HTTPServer that can drain: it knows which connections have a request between its
 first header line and its answer, so a shutdown answers every request already sent (none
-dropped) before closing connections."""
+dropped) before closing connections.
+
+It also refuses a body larger than --rest_api_max_body_bytes from its Content-Length header
+alone: 413 and the connection closed, before any of the body is read. A chunked body has no
+length up front; tornado stops reading it at the same limit (400, connection closed)."""
 import asyncio
+import json
 import time
 
 import tornado.httpserver
@@ -12,13 +17,31 @@ QUIET_S = 0.2            # a just-accepted connection's request headers arrive w
 
 
 class _BusyOnHeaders(tornado.httputil.HTTPMessageDelegate):
-    def __init__(self, delegate, on_headers):
+    def __init__(self, delegate, on_headers, request_conn, max_body_bytes, on_refused):
         self._delegate = delegate
         self._on_headers = on_headers
+        self._request_conn = request_conn
+        self._max_body_bytes = max_body_bytes
+        self._on_refused = on_refused
 
     def headers_received(self, start_line, headers):
         self._on_headers()
+        length = headers.get("Content-Length", "")
+        if length.isdigit() and int(length) > self._max_body_bytes:
+            return self._refuse(int(length))
         return self._delegate.headers_received(start_line, headers)
+
+    def _refuse(self, length: int):
+        """Answers 413 on the raw stream and closes it: tornado stops reading this
+        connection once it is detached, so the body is never buffered."""
+        body = json.dumps({"error": f"the request body has {length} bytes, more than the "
+                                    f"limit of {self._max_body_bytes} "
+                                    "(--rest_api_max_body_bytes)"}).encode()
+        stream = self._request_conn.detach()
+        self._on_refused()
+        head = (b"HTTP/1.1 413 Payload Too Large\r\nContent-Type: application/json\r\n"
+                b"Connection: close\r\nContent-Length: %d\r\n\r\n" % len(body))
+        stream.write(head + body).add_done_callback(lambda _: stream.close())
 
     def data_received(self, chunk):
         return self._delegate.data_received(chunk)
@@ -31,8 +54,9 @@ class _BusyOnHeaders(tornado.httputil.HTTPMessageDelegate):
 
 
 class DrainingHTTPServer(tornado.httpserver.HTTPServer):
-    def initialize(self, *args, **kwargs):
-        super().initialize(*args, **kwargs)
+    def initialize(self, *args, max_body_size=None, **kwargs):
+        super().initialize(*args, max_body_size=max_body_size, **kwargs)
+        self._max_body_bytes = max_body_size or 2 ** 63
         self._busy = set()            # server connections with a request being handled
         self._last_activity = 0.0     # monotonic time of the last accept or request start
 
@@ -48,7 +72,9 @@ class DrainingHTTPServer(tornado.httpserver.HTTPServer):
         def busy():
             self._busy.add(server_conn)
             self._last_activity = time.monotonic()
-        return _BusyOnHeaders(super().start_request(server_conn, request_conn), busy)
+        return _BusyOnHeaders(super().start_request(server_conn, request_conn), busy,
+                              request_conn, self._max_body_bytes,
+                              lambda: self._busy.discard(server_conn))
 
     def on_close(self, server_conn):
         self._busy.discard(server_conn)

@@ -91,6 +91,10 @@ class ServerOptions:
     custom_op_paths: str = ""                         # ':'-separated op libraries to load
     bind_address: str = "0.0.0.0"                     # TF Serving always binds every interface
     port_file: str = ""                               # write the bound ports here (for port 0)
+    rest_api_max_body_bytes: int = 2 ** 31 - 1        # larger REST bodies answer 413
+    max_queued_requests: int = 1024                   # inference requests held at once; 0 = no bound
+    max_queued_requests_per_model: int = 256          # the same per model name; 0 = no bound
+    max_decoded_tensor_bytes: int = 2 ** 31 - 1       # one decoded input tensor at most
 
 
 _DEFAULTS = ServerOptions()
@@ -200,9 +204,13 @@ def validate(options: ServerOptions) -> None:
                  "max_num_load_retries", "rest_api_num_threads", "grpc_max_threads",
                  "tensorflow_intra_op_parallelism", "tensorflow_inter_op_parallelism",
                  "tensorflow_session_parallelism", "num_load_threads", "num_unload_threads",
-                 "num_tflite_pools", "num_tflite_interpreters_per_pool"):
+                 "num_tflite_pools", "num_tflite_interpreters_per_pool",
+                 "max_queued_requests", "max_queued_requests_per_model"):
         if getattr(options, name) < 0:
             raise FlagError(f"--{name} must be >= 0, got {getattr(options, name)}.")
+    for name in ("rest_api_max_body_bytes", "max_decoded_tensor_bytes"):
+        if getattr(options, name) <= 0:
+            raise FlagError(f"--{name} must be > 0, got {getattr(options, name)}.")
     for name in ("model_config_file", "batching_parameters_file", "monitoring_config_file",
                  "ssl_config_file", "platform_config_file", "tensorflow_session_config_file"):
         path = getattr(options, name)

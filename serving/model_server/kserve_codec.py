@@ -15,6 +15,7 @@ from typing import List
 import numpy as np
 
 from serving.model_server.errors import invalid_argument
+from serving.model_server.request_limits import check_decoded_size
 
 # v2 datatype name <-> numpy dtype. BYTES tensors are numpy object arrays of `bytes`.
 DTYPE_OF = {
@@ -41,7 +42,7 @@ def datatype_of(dtype) -> str:
 
 
 def numpy_dtype(datatype: str, tensor: str) -> np.dtype:
-    dtype = DTYPE_OF.get(datatype)
+    dtype = DTYPE_OF.get(datatype) if isinstance(datatype, str) else None
     if dtype is None:
         raise invalid_argument(
             f"input '{tensor}': unsupported datatype '{datatype}' (supported: "
@@ -57,19 +58,12 @@ def check_shape(shape, tensor: str) -> tuple:
     return tuple(shape)
 
 
-def _elements(shape) -> int:
-    count = 1
-    for d in shape:
-        count *= d
-    return count
-
-
 # ---- raw bytes ---------------------------------------------------------------------------
 def from_raw(data, datatype: str, shape, tensor: str) -> np.ndarray:
     """Decodes the raw bytes of one tensor (a view of `data`, no copy, for fixed-size types)."""
     dtype = numpy_dtype(datatype, tensor)
     shape = check_shape(shape, tensor)
-    count = _elements(shape)
+    count = check_decoded_size(shape, dtype.itemsize, tensor)
     if datatype == "BYTES":
         return _unframe(data, count, tensor).reshape(shape)
     expected = count * dtype.itemsize
@@ -111,6 +105,10 @@ def _frame(array: np.ndarray) -> bytes:
 
 def _unframe(data, count: int, tensor: str) -> np.ndarray:
     view = memoryview(data)
+    if count * 4 > len(view):   # refused before the element array is allocated
+        raise invalid_argument(f"input '{tensor}': {len(view)} bytes of BYTES data cannot hold "
+                               f"the {count} elements its shape declares (each needs at least "
+                               "a 4-byte length)")
     values = np.empty(count, dtype=object)
     offset = 0
     for i in range(count):
@@ -155,7 +153,7 @@ def from_json(data, datatype: str, shape, tensor: str) -> np.ndarray:
     dtype = numpy_dtype(datatype, tensor)
     shape = check_shape(shape, tensor)
     flat = _flatten(data)
-    count = _elements(shape)
+    count = check_decoded_size(shape, dtype.itemsize, tensor)
     if len(flat) != count:
         raise invalid_argument(f"input '{tensor}': {len(flat)} values in 'data' but shape "
                                f"{list(shape)} holds {count}")

@@ -14,7 +14,9 @@ import numpy as np
 from google.protobuf import json_format
 
 from serving.model_server import kserve_codec
-from serving.model_server.errors import as_serving_error, invalid_argument, truncated
+from serving.model_server.errors import invalid_argument
+from serving.model_server.grpc_handlers import run_rpc
+from serving.model_server.request_limits import element_count
 from serving.model_server.kserve_rest import model_config
 from serving.protos.triton import grpc_service_pb2 as pb
 from serving.protos.triton import grpc_service_pb2_grpc as pb_grpc
@@ -51,7 +53,7 @@ def decode_inputs(request) -> dict:
                                    "raw_input_contents")
         values = getattr(tensor.contents, field)
         kserve_codec.check_shape(list(shape), name)
-        count = int(np.prod(shape, dtype=np.int64))
+        count = element_count(shape, name, dtype.itemsize)
         if len(values) != count:
             raise invalid_argument(f"input '{name}': {len(values)} values in contents."
                                    f"{field} but shape {list(shape)} holds {count}")
@@ -73,11 +75,7 @@ class InferenceService(pb_grpc.GRPCInferenceServiceServicer):
         self._kserve = kserve
 
     def _call(self, context, function):
-        try:
-            return function()
-        except Exception as error:  # every failure answers a status, never a crash
-            failure = as_serving_error(error)
-            context.abort(failure.code, truncated(failure.message))
+        return run_rpc(context, function)
 
     def ServerLive(self, request, context):
         return pb.ServerLiveResponse(live=True)
@@ -107,7 +105,8 @@ class InferenceService(pb_grpc.GRPCInferenceServiceServicer):
         return self._call(context, config)
 
     def ModelInfer(self, request, context):
-        return self._call(context, lambda: self._infer(request))
+        return run_rpc(context, lambda: self._infer(request), self._kserve.core.admission,
+                       request.model_name)
 
     def _infer(self, request):
         inputs = decode_inputs(request)

@@ -26,6 +26,7 @@ import grpc
 from serving.model_server import kserve_codec
 from serving.model_server.errors import (ServingError, as_serving_error, invalid_argument,
                                          not_found)
+from serving.model_server.request_limits import check_json_depth
 from serving.model_server.rest_handlers import _Handler
 
 HEADER_LENGTH = "Inference-Header-Content-Length"
@@ -107,7 +108,8 @@ class ModelHandler(_V2Handler):
         def work():
             return infer(self.kserve, name, version, body, header_length)
         try:
-            header, chunks = await self._in_pool(work)
+            with self.core.admission.admitted(name):
+                header, chunks = await self._in_pool(work)
         except Exception as error:   # every failure answers {"error": ...}
             return self.answer_error(as_serving_error(error))
         if chunks:
@@ -150,6 +152,7 @@ class RepositoryHandler(_V2Handler):
 
 
 def _json(raw) -> dict:
+    check_json_depth(raw)
     try:
         value = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as error:
@@ -159,8 +162,15 @@ def _json(raw) -> dict:
     return value
 
 
+def _parameters(holder: dict, where: str) -> dict:
+    parameters = holder.get("parameters") or {}
+    if not isinstance(parameters, dict):
+        raise invalid_argument(f"{where}: 'parameters' must be an object")
+    return parameters
+
+
 def _binary(parameters, default: bool) -> bool:
-    value = (parameters or {}).get("binary_data", default)
+    value = parameters.get("binary_data", default)
     if not isinstance(value, bool):
         raise invalid_argument("parameter 'binary_data' must be a boolean")
     return value
@@ -194,7 +204,7 @@ def decode_request(body: bytes, header_length):
         for field in ("datatype", "shape"):
             if field not in tensor:
                 raise invalid_argument(f"input '{name}' has no '{field}'")
-        size = (tensor.get("parameters") or {}).get("binary_data_size")
+        size = _parameters(tensor, f"input '{name}'").get("binary_data_size")
         if size is not None:
             if not isinstance(size, int) or size < 0 or offset + size > len(binary):
                 raise invalid_argument(f"input '{name}': binary_data_size {size!r} does not fit "
@@ -218,7 +228,7 @@ def infer(kserve, name: str, version: str, body: bytes, header_length):
     """(response header bytes, [binary chunks]) of one infer request."""
     kserve.resolve(name, version)   # an unknown model answers 404 whatever the body
     request, inputs = decode_request(body, header_length)
-    parameters = request.get("parameters") or {}
+    parameters = _parameters(request, "the request")
     binary_default = parameters.get("binary_data_output", False)
     if not isinstance(binary_default, bool):
         raise invalid_argument("parameter 'binary_data_output' must be a boolean")
@@ -228,7 +238,8 @@ def infer(kserve, name: str, version: str, body: bytes, header_length):
         if not isinstance(wanted, list) or not all(
                 isinstance(o, dict) and isinstance(o.get("name"), str) for o in wanted):
             raise invalid_argument("'outputs' must be a list of objects with a 'name'")
-        binary = {o["name"]: _binary(o.get("parameters"), binary_default) for o in wanted}
+        binary = {o["name"]: _binary(_parameters(o, f"output '{o['name']}'"), binary_default)
+                  for o in wanted}
     target, outputs = kserve.infer(name, version, inputs, list(binary) if wanted else None,
                                    entrypoint="REST")
     response = {"model_name": name, "model_version": str(target.servable.version)}

@@ -28,7 +28,7 @@ def predict(manager, request: predict_pb2.PredictRequest) -> predict_pb2.Predict
                 f"in the set {{{','.join(sorted(signature.outputs))}}}.")
     if len(set(wanted)) != len(wanted):
         raise invalid_argument(f"duplicate output tensor alias in output_filter: {wanted}")
-    inputs = {name: to_ndarray(proto) for name, proto in request.inputs.items()}
+    inputs = {name: to_ndarray(proto, name) for name, proto in request.inputs.items()}
     outputs = servable.run(key, inputs)
     response = predict_pb2.PredictResponse()
     _fill_spec(response.model_spec, servable, key)

@@ -63,9 +63,17 @@ class _Handler(tornado.web.RequestHandler):
     def answer_error(self, error: ServingError):
         self.answer({"error": truncated(error.message)}, http_status(error.code))
 
-    async def run(self, function):
-        """Runs `function()` on the worker pool within --rest_api_timeout_in_ms."""
+    async def run(self, function, admission=None, model: str = ""):
+        """Runs `function()` on the worker pool within --rest_api_timeout_in_ms (a timeout
+        cancels it if it has not started). With `admission`, the request counts against the
+        model's and the server's bounds until answered; past them it answers 429 at once."""
         loop = asyncio.get_running_loop()
+        try:
+            if admission is not None:
+                admission.acquire(model)
+        except ServingError as error:
+            self.answer_error(error)
+            return
         try:
             future = loop.run_in_executor(self.pool, function)
             result = await (asyncio.wait_for(future, self.timeout_s) if self.timeout_s
@@ -78,6 +86,9 @@ class _Handler(tornado.web.RequestHandler):
         except Exception as error:
             self.answer_error(as_serving_error(error))
             return
+        finally:
+            if admission is not None:
+                admission.release(model)
         self.answer(result)
 
     def write_error(self, status_code, **kwargs):
@@ -117,7 +128,7 @@ class InferenceHandler(_Handler):
 
         def work():   # counted and timed as a whole, JSON parsing included
             return self.core.observe(verb, name, handle, "REST")
-        await self.run(work)
+        await self.run(work, self.core.admission, name)
 
     def _predict(self, body, name, version, label):
         request = predict_pb2.PredictRequest()

@@ -11,6 +11,7 @@ from tensorflow.core.example import example_pb2, feature_pb2
 from tensorflow_serving.apis import get_model_metadata_pb2, input_pb2
 
 from serving.model_server.errors import invalid_argument, status_name
+from serving.model_server.request_limits import check_json_depth
 
 _CODES = {code.value[0]: code for code in grpc.StatusCode}
 
@@ -20,6 +21,7 @@ _B64 = "b64"
 def parse_body(raw: bytes) -> dict:
     if not raw or not raw.strip():
         raise invalid_argument("JSON Parse error: The document is empty")
+    check_json_depth(raw)
     try:
         body = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
@@ -56,6 +58,9 @@ def to_array(value, tf_dtype, name: str) -> np.ndarray:
         decoded = _decode_strings(value)
         array = np.empty(np.shape(np.array(decoded, dtype=object)), dtype=object)
         array[...] = np.array(decoded, dtype=object)
+        if any(isinstance(v, list) for v in array.flat):   # numpy kept a ragged level
+            raise invalid_argument(f"JSON Value for input '{name}': nested lists of different "
+                                   "lengths (a ragged list is not a tensor)")
         return array
     if _contains(value, lambda v: isinstance(v, (str, dict))):
         raise invalid_argument(f"JSON Value for input '{name}' holds a string or object where "
@@ -213,11 +218,17 @@ def _feature(name, value):
     feature = feature_pb2.Feature()
     if not values:
         return feature
-    if all(isinstance(v, bool) or isinstance(v, int) for v in values):
-        feature.int64_list.value.extend(int(v) for v in values)
-    elif all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
-        feature.float_list.value.extend(float(v) for v in values)
-    elif all(isinstance(v, str) or _is_b64(v) for v in values):
+    try:
+        if all(isinstance(v, bool) or isinstance(v, int) for v in values):
+            feature.int64_list.value.extend(int(v) for v in values)
+            return feature
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            feature.float_list.value.extend(float(v) for v in values)
+            return feature
+    except (ValueError, OverflowError):   # protobuf: outside int64; float(): past float64
+        raise invalid_argument(f"feature '{name}': a value does not fit an int64 or float "
+                               f"feature: {json.dumps(value)[:200]}") from None
+    if all(isinstance(v, str) or _is_b64(v) for v in values):
         feature.bytes_list.value.extend(_decode_strings(values))
     else:
         raise invalid_argument(f"feature '{name}': values must be all numbers or all strings "

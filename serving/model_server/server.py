@@ -30,8 +30,9 @@ INT32_MAX = 2 ** 31 - 1
 class RestServer:
     """tornado on its own thread and event loop; blocking work goes to a thread pool."""
 
-    def __init__(self, app, pool, address: str, port: int):
+    def __init__(self, app, pool, address: str, port: int, max_body_bytes: int):
         self._app = app
+        self._max_body_bytes = max_body_bytes
         self._address = address
         self._requested_port = port
         self.pool = pool
@@ -56,7 +57,7 @@ class RestServer:
         asyncio.set_event_loop(self._loop)
         try:
             sockets = tornado.netutil.bind_sockets(self._requested_port, self._address)
-            self._server = DrainingHTTPServer(self._app)
+            self._server = DrainingHTTPServer(self._app, max_body_size=self._max_body_bytes)
             self._server.add_sockets(sockets)
             self.port = sockets[0].getsockname()[1]
         except Exception as error:  # reported to start()
@@ -243,9 +244,12 @@ def _start_grpc(options, core, kserve):
     from serving.model_server.health import add_health_service
     from serving.model_server.kserve_grpc import add_inference_service
     threads = options.grpc_max_threads or default_thread_count()
+    # RPCs waiting for a thread are bounded too: past the bound gRPC answers
+    # RESOURCE_EXHAUSTED at once.
     server = grpc.server(concurrent.futures.ThreadPoolExecutor(
         threads, thread_name_prefix="grpc"), options=grpc_server_options(
-        options.grpc_channel_arguments))
+        options.grpc_channel_arguments),
+        maximum_concurrent_rpcs=options.max_queued_requests or None)
     add_services(server, core)
     add_inference_service(server, kserve)
     health = add_health_service(server) if options.enable_grpc_healthcheck_service else None
@@ -270,6 +274,7 @@ def run(options) -> int:
     from serving.model_server.core import ServerCore
     from serving.model_server.custom_ops import load_custom_ops
     from serving.model_server.inference import set_signature_method_name_check
+    from serving.model_server.request_limits import set_max_decoded_tensor_bytes
     from serving.model_server.rest_handlers import make_app
     from serving.model_server.batching import BatchScheduler
     from serving.model_server.metrics import ServerMetrics, prometheus_path
@@ -282,6 +287,7 @@ def run(options) -> int:
     try:
         options, batching = _apply_platform_config(options)
         set_signature_method_name_check(options.enable_signature_method_name_check)
+        set_max_decoded_tensor_bytes(options.max_decoded_tensor_bytes)
         _configure_tensorflow_threads(options)
         load_custom_ops(options.custom_op_paths)
         metrics_path = prometheus_path(options.monitoring_config_file)
@@ -321,7 +327,8 @@ def run(options) -> int:
                        cors=options.rest_api_enable_cors_support)
         app.add_handlers(r".*", kserve_routes(kserve, core, pool, (
             options.rest_api_timeout_in_ms or 0) / 1000.0, options.rest_api_enable_cors_support))
-        rest = RestServer(app, pool, options.bind_address, options.rest_api_port)
+        rest = RestServer(app, pool, options.bind_address, options.rest_api_port,
+                          options.rest_api_max_body_bytes)
         rest_port = rest.start()
         print(f"Exporting HTTP/REST API at:{options.bind_address}:{rest_port} ...", flush=True)
     if options.port_file:

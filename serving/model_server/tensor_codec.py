@@ -21,6 +21,8 @@ import numpy as np
 
 from tensorflow.core.framework import tensor_pb2, types_pb2
 
+from serving.model_server.request_limits import check_decoded_size
+
 _ENUM = types_pb2.DataType
 
 
@@ -77,13 +79,13 @@ def _numpy_dtype(enum):
         raise _malformed(f"dtype {name} cannot be sent in a request") from None
 
 
-def to_ndarray(proto) -> np.ndarray:
-    """The numpy array a TensorProto holds (a writable copy); INVALID_ARGUMENT if malformed."""
+def to_ndarray(proto, name: str = "") -> np.ndarray:
+    """The numpy array a TensorProto holds (a writable copy); INVALID_ARGUMENT if malformed
+    or if its shape decodes to more than --max_decoded_tensor_bytes (`name` is the input's
+    alias, for the message)."""
     dims = _shape(proto)
     dtype, field = _numpy_dtype(proto.dtype)
-    count = 1
-    for d in dims:
-        count *= d
+    count = check_decoded_size(dims, dtype.itemsize, name)
     content = proto.tensor_content
     if content and proto.dtype == _ENUM.DT_STRING:
         raise _malformed("DT_STRING values must be in string_val, not tensor_content")

@@ -44,7 +44,7 @@ def warm_up(servable, model_path: str, iterations: int = 1) -> int:
             raise invalid_argument(f"warm-up record {index} in {WARMUP_FILE}: {kind} is not "
                                    "supported; record PredictRequests (predict_log)")
         request = entry.predict_log.request
-        inputs = {name: to_ndarray(proto) for name, proto in request.inputs.items()}
+        inputs = {name: to_ndarray(proto, name) for name, proto in request.inputs.items()}
         for _ in range(iterations):
             try:
                 servable.run(request.model_spec.signature_name, inputs)

@@ -22,7 +22,12 @@ for path in (REPO, HERE):
     if path not in sys.path:
         sys.path.insert(0, path)
 
+# Replayed in-process by test_fuzz_regression_corpus.py.
 TARGETS = ("runtime_popef", "python_popef", "compiler_onnx", "compiler_fusion_yaml")
+# The server's request decoders (replayed by test_fuzz_serving_corpus.py: serving_kserve_grpc
+# in a subprocess, since its generated inference protos clash with tritonclient's).
+SERVING_TARGETS = ("serving_rest_json", "serving_kserve_rest", "serving_predict_proto",
+                   "serving_kserve_grpc")
 REGRESSION_CORPUS = os.path.join(HERE, "corpus")
 
 
@@ -34,8 +39,15 @@ def load_target(name: str):
         from popef_mutator import mutate_popef as mutate
     elif name == "compiler_onnx":
         from onnx_mutator import mutate_onnx as mutate
-    else:
+    elif name == "compiler_fusion_yaml":
         from yaml_mutator import mutate_yaml as mutate
+    elif name == "serving_rest_json":
+        from json_mutator import mutate_json as mutate
+    elif name == "serving_kserve_rest":
+        from json_mutator import mutate_request_json as mutate
+    else:   # the protobuf decoders: libFuzzer's own byte mutations
+        def mutate(data, rng):
+            return None
     return module, mutate
 
 
@@ -58,7 +70,7 @@ def _prepare_corpus(module, name: str, workdir: str) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("target", choices=TARGETS)
+    parser.add_argument("target", choices=TARGETS + SERVING_TARGETS)
     parser.add_argument("--seconds", type=int, default=60, help="fuzzing time (libFuzzer -max_total_time)")
     parser.add_argument("--workdir", default=os.path.join(REPO, "build", "fuzz"))
     parser.add_argument("--timeout", type=int, default=30, help="seconds one input may take before it is a hang")
@@ -75,7 +87,7 @@ def main(argv=None) -> int:
             print(f"{path}: ok")
         return 0
 
-    with atheris.instrument_imports(include=["popef", "compiler", "tf_popef_op", "targets"]):
+    with atheris.instrument_imports(include=["popef", "compiler", "tf_popef_op", "serving", "targets"]):
         module, mutate = load_target(args.target)
 
     def custom_mutator(data: bytes, max_size: int, seed: int) -> bytes:

@@ -71,7 +71,9 @@ def test_every_upstream_flag_is_accepted(name, value, tmp_path, caplog):
 
 
 def test_upstream_list_covers_every_option_with_a_tf_serving_name():
-    ours_only = {"custom_op_paths", "bind_address", "port_file"}
+    ours_only = {"custom_op_paths", "bind_address", "port_file", "rest_api_max_body_bytes",
+                 "max_queued_requests", "max_queued_requests_per_model",
+                 "max_decoded_tensor_bytes"}
     options = {f.name for f in __import__("dataclasses").fields(ServerOptions)}
     assert options - ours_only == {name for name, _ in UPSTREAM_MAIN_CC_FLAGS}
 
