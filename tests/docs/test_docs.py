@@ -11,7 +11,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 DOCS = ["README.md"] + sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "*.md")))
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 HEADING = re.compile(r"(#{1,6})\s+(.*?)\s*#*\s*$")
-# History belongs to git: no "session 3", "issue 5", "issue #5" in what describes the product.
+# History belongs to git: no session or issue numbers in what describes the product.
 NARRATION = re.compile(r"\bsession[ -]?[0-9]|\bissue ?#?[0-9]", re.IGNORECASE)
 
 
