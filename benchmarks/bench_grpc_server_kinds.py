@@ -16,7 +16,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 import numpy as np
@@ -31,6 +30,7 @@ LIVE = "/inference.GRPCInferenceService/ServerLive"
 
 def _service(popef_dir):
     """The model server's v2 servicer over one bare PopEF (no ServerCore: one model)."""
+    from serving.model_server.admission import Admission
     from serving.model_server.kserve_grpc import InferenceService
     from serving.model_server.kserve_service import KServeV2
     from serving.model_server.popef_servable import PopefServable
@@ -46,6 +46,7 @@ def _service(popef_dir):
 
     class Core:
         manager = OneModel()
+        admission = Admission(0, 0)   # unbounded, but on the path as in the server
     return InferenceService(KServeV2(Core()))
 
 
@@ -63,15 +64,27 @@ def serve(kind: str, popef_dir: str, port: int) -> None:
         return
     pool = concurrent.futures.ThreadPoolExecutor(16)
 
+    class SyncView:
+        """An aio context as the sync handlers read it (`is_active` is `not done()` there)."""
+
+        def __init__(self, context):
+            self._context = context
+
+        def is_active(self):
+            return not self._context.done()
+
+        def __getattr__(self, name):
+            return getattr(self._context, name)
+
     class AsyncService(pb_grpc.GRPCInferenceServiceServicer):
         async def ServerLive(self, request, context):
-            return service.ServerLive(request, context)
+            return service.ServerLive(request, SyncView(context))
 
         async def ModelInfer(self, request, context):
             if kind == KINDS[2]:
-                return service.ModelInfer(request, context)
+                return service.ModelInfer(request, SyncView(context))
             return await asyncio.get_running_loop().run_in_executor(
-                pool, service.ModelInfer, request, context)
+                pool, service.ModelInfer, request, SyncView(context))
 
     async def main():
         server = grpc.aio.server()
@@ -81,24 +94,6 @@ def serve(kind: str, popef_dir: str, port: int) -> None:
         print("ready", flush=True)
         await server.wait_for_termination()
     asyncio.run(main())
-
-
-def _throughput(call, clients: int, requests: int) -> float:
-    per_client = requests // clients
-    gate = threading.Barrier(clients + 1)
-
-    def client():
-        gate.wait()
-        for _ in range(per_client):
-            call()
-    threads = [threading.Thread(target=client) for _ in range(clients)]
-    for thread in threads:
-        thread.start()
-    gate.wait()
-    start = time.perf_counter()
-    for thread in threads:
-        thread.join()
-    return per_client * clients / (time.perf_counter() - start)
 
 
 def main():
@@ -113,6 +108,7 @@ def main():
 
     import grpc
     from benchmarks.interleaved_timing import interleaved, summary
+    from benchmarks.load_generator import summarize, thread_load
     from benchmarks.mlp_model import build_mlp
     from compiler import Compiler
     from serving.protos.triton import grpc_service_pb2 as pb
@@ -151,7 +147,8 @@ def main():
             latency = {name: summary(s) for name, s in interleaved(
                 calls, warmup=200, min_iters=args.iterations, max_iters=args.iterations,
                 budget_s=0, gap_s=0.001).items()}
-            throughput = {kind: max(_throughput(calls[f"{kind}: ModelInfer"], 16, args.requests)
+            throughput = {kind: max(summarize(*thread_load(calls[f"{kind}: ModelInfer"], 16,
+                                                           args.requests))[0]
                                     for _ in range(2)) for kind in KINDS}
         finally:
             for process in servers:

@@ -22,13 +22,10 @@ the runtime packs rows of concurrent requests into shared executions).
 import argparse
 import http.client
 import json
-import multiprocessing
 import os
 import platform
-import statistics
 import sys
 import tempfile
-import threading
 import time
 
 import numpy as np
@@ -114,73 +111,6 @@ class V2Rest:
         return np.frombuffer(raw, np.float32, offset=length)
 
 
-def _throughput_worker(port, method, request, commands, barrier, results):
-    import grpc
-    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-    call = channel.unary_unary(method)
-    while True:
-        command = commands.get()
-        if command is None:
-            break
-        threads, per_client = command
-        latencies, lock = [], threading.Lock()
-        warmed, go = threading.Barrier(threads + 1), threading.Barrier(threads + 1)
-
-        def client():
-            for _ in range(5):
-                call(request, timeout=120)
-            mine = []
-            warmed.wait()
-            go.wait()
-            for _ in range(per_client):
-                t0 = time.perf_counter()
-                call(request, timeout=120)
-                mine.append(time.perf_counter() - t0)
-            with lock:
-                latencies.extend(mine)
-        pool = [threading.Thread(target=client) for _ in range(threads)]
-        for thread in pool:
-            thread.start()
-        warmed.wait()
-        barrier.wait()
-        start = time.monotonic()
-        go.wait()
-        for thread in pool:
-            thread.join()
-        results.put((latencies, start, time.monotonic()) if threads else None)
-    channel.close()
-
-
-class RawGrpcLoad:
-    """Closed-loop clients of one pre-serialized unary request over `processes` processes."""
-
-    def __init__(self, port, method, request, processes):
-        context = multiprocessing.get_context("spawn")
-        self.results = context.Queue()
-        self.commands = [context.Queue() for _ in range(processes)]
-        self.barrier = context.Barrier(processes + 1)
-        self.workers = [context.Process(target=_throughput_worker, daemon=True, args=(
-            port, method, request, q, self.barrier, self.results)) for q in self.commands]
-        for worker in self.workers:
-            worker.start()
-
-    def run(self, clients, requests):
-        processes = min(len(self.workers), clients)
-        per_client = max(1, requests // clients)
-        for index, queue in enumerate(self.commands):
-            queue.put((clients // processes if index < processes else 0, per_client))
-        self.barrier.wait(timeout=600)
-        parts = [p for p in (self.results.get(timeout=600) for _ in self.commands) if p]
-        latencies = [t for part in parts for t in part[0]]
-        return latencies, max(p[2] for p in parts) - min(p[1] for p in parts)
-
-    def close(self):
-        for queue in self.commands:
-            queue.put(None)
-        for worker in self.workers:
-            worker.join(30)
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--iterations", type=int, default=2000,
@@ -195,6 +125,7 @@ def main():
 
     import grpc
     from benchmarks.interleaved_timing import interleaved, summary
+    from benchmarks.load_generator import ClosedLoopLoad, raw_unary_caller, summarize
     from serving.model_server.tensor_codec import to_ndarray
     from serving.protos.triton import grpc_service_pb2 as pb
     from serving_harness import ServerProcess
@@ -250,16 +181,14 @@ def main():
 
             print("== throughput", flush=True)
             throughput = {}
-            loads = {m: RawGrpcLoad(server.grpc_port, INFER, infer_request(m, x_big),
-                                    args.client_processes) for m in ("unbatched", "batched")}
+            loads = {m: ClosedLoopLoad(raw_unary_caller,
+                                       (server.grpc_port, INFER, infer_request(m, x_big)),
+                                       args.client_processes) for m in ("unbatched", "batched")}
             try:
                 for _ in range(args.repeats):
                     for clients in args.clients:
                         for model, load in loads.items():
-                            lat, wall = load.run(clients, args.requests)
-                            ordered = sorted(lat)
-                            row = (len(lat) / wall, statistics.median(ordered) * 1e3,
-                                   ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))] * 1e3)
+                            row = summarize(*load.run(clients, args.requests))
                             print(f"{model:10s} clients {clients:3d}: {row[0]:7.0f} req/s  "
                                   f"p50 {row[1]:7.3f} ms  p99 {row[2]:7.3f} ms", flush=True)
                             best = throughput.get((model, clients))

@@ -20,10 +20,8 @@ concurrent requests into shared batches (no server batcher needed).
 import argparse
 import os
 import platform
-import statistics
 import sys
 import tempfile
-import threading
 import time
 
 import numpy as np
@@ -60,38 +58,6 @@ def build_models(root, sizes, packing):
     return bases
 
 
-def thread_load(call, clients, requests):
-    """In-process load: `clients` threads each make requests // clients calls."""
-    per_client = max(1, requests // clients)
-    latencies, lock = [], threading.Lock()
-    gate = threading.Barrier(clients + 1)
-
-    def client():
-        mine = []
-        gate.wait()
-        for _ in range(per_client):
-            t0 = time.perf_counter()
-            call()
-            mine.append(time.perf_counter() - t0)
-        with lock:
-            latencies.extend(mine)
-
-    threads = [threading.Thread(target=client) for _ in range(clients)]
-    for thread in threads:
-        thread.start()
-    gate.wait()
-    t0 = time.perf_counter()
-    for thread in threads:
-        thread.join()
-    return latencies, time.perf_counter() - t0
-
-
-def summarize(latencies, wall):
-    ordered = sorted(latencies)
-    p99 = ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
-    return len(latencies) / wall, statistics.median(ordered) * 1e3, p99 * 1e3
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--requests", type=int, default=1600, help="requests per measurement")
@@ -109,7 +75,7 @@ def main():
     import tensorflow as tf
 
     import tf_popef_op
-    from benchmarks.load_generator import GrpcLoad
+    from benchmarks.load_generator import GrpcLoad, summarize, thread_load
     from serving_harness import ServerProcess
 
     x = np.random.default_rng(0).standard_normal((1, args.sizes[0])).astype(np.float32)

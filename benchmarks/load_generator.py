@@ -12,6 +12,7 @@ start together. Latency is per request (send to decoded answer); wall runs from 
 start to the last answer of any process.
 """
 import multiprocessing
+import statistics
 import threading
 import time
 from typing import Dict, List, Tuple
@@ -21,9 +22,8 @@ import numpy as np
 WARMUP_PER_CLIENT = 5
 
 
-def _worker(port, model, inputs, commands, barrier, results):
-    """A client process: one channel; per command (threads, per_client), runs that many
-    closed-loop client threads (possibly none) and answers (latencies, start, end)."""
+def _predict_caller(port, model, inputs):
+    """(call, close) for TF Serving Predict with the official stubs; answers decoded."""
     import grpc
     from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
@@ -39,7 +39,26 @@ def _worker(port, model, inputs, commands, barrier, results):
     def call():
         response = stub.Predict(request, timeout=120)
         return {k: to_ndarray(v) for k, v in response.outputs.items()}
+    return call, channel.close
 
+
+def raw_unary_caller(port, method, request: bytes):
+    """(call, close) sending one pre-serialized unary request to `method` (no stubs, no
+    decoding: the client's own work stays out of the measurement)."""
+    import grpc
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    unary = channel.unary_unary(method)
+
+    def call():
+        return unary(request, timeout=120)
+    return call, channel.close
+
+
+def _worker(make_caller, caller_args, commands, barrier, results):
+    """A client process: one channel (`make_caller(*caller_args)`); per command (threads,
+    per_client), runs that many closed-loop client threads (possibly none) and answers
+    (latencies, start, end)."""
+    call, close = make_caller(*caller_args)
     while True:
         command = commands.get()
         if command is None:
@@ -72,24 +91,22 @@ def _worker(port, model, inputs, commands, barrier, results):
         for thread in pool:
             thread.join()
         results.put((latencies, start, time.monotonic()) if threads else None)
-    channel.close()
+    close()
 
 
-class GrpcLoad:
-    """`processes` client processes against one server, reused for several measurements.
+class ClosedLoopLoad:
+    """`processes` client processes against one server, each calling what
+    `make_caller(*caller_args)` (a module-level function: it is run in the spawned process)
+    returns; reused for several measurements."""
 
-        with GrpcLoad(port, "mlp", {"X": x}, processes=4) as load:
-            latencies, wall = load.run(clients=8, requests=1600)
-    """
-
-    def __init__(self, port: int, model: str, inputs: Dict[str, np.ndarray], processes: int):
+    def __init__(self, make_caller, caller_args, processes: int):
         self._context = multiprocessing.get_context("spawn")
         self._results = self._context.Queue()
         self._commands = [self._context.Queue() for _ in range(max(1, processes))]
         self._barrier = self._context.Barrier(len(self._commands) + 1)   # reused every run
         self._workers = [self._context.Process(target=_worker, daemon=True,
-                                               args=(port, model, inputs, queue, self._barrier,
-                                                     self._results))
+                                               args=(make_caller, caller_args, queue,
+                                                     self._barrier, self._results))
                          for queue in self._commands]
         for worker in self._workers:
             worker.start()
@@ -101,7 +118,7 @@ class GrpcLoad:
         self.close()
 
     def run(self, clients: int, requests: int) -> Tuple[List[float], float]:
-        """(per-request latencies in seconds, wall seconds) for requests // clients Predicts
+        """(per-request latencies in seconds, wall seconds) for requests // clients calls
         per client from `clients` concurrent clients spread evenly over the processes."""
         processes = min(len(self._workers), clients)
         if clients % processes:
@@ -123,3 +140,48 @@ class GrpcLoad:
             worker.join(30)
             if worker.is_alive():
                 worker.kill()
+
+
+class GrpcLoad(ClosedLoopLoad):
+    """TF Serving Predict requests of `inputs` to `model` with the official stubs.
+
+        with GrpcLoad(port, "mlp", {"X": x}, processes=4) as load:
+            latencies, wall = load.run(clients=8, requests=1600)
+    """
+
+    def __init__(self, port: int, model: str, inputs: Dict[str, np.ndarray], processes: int):
+        super().__init__(_predict_caller, (port, model, inputs), processes)
+
+
+def thread_load(call, clients, requests):
+    """In-process load: `clients` threads each make requests // clients calls; (latencies,
+    wall seconds)."""
+    per_client = max(1, requests // clients)
+    latencies, lock = [], threading.Lock()
+    gate = threading.Barrier(clients + 1)
+
+    def client():
+        mine = []
+        gate.wait()
+        for _ in range(per_client):
+            t0 = time.perf_counter()
+            call()
+            mine.append(time.perf_counter() - t0)
+        with lock:
+            latencies.extend(mine)
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    for thread in threads:
+        thread.start()
+    gate.wait()
+    t0 = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    return latencies, time.perf_counter() - t0
+
+
+def summarize(latencies, wall):
+    """(requests per second, p50 ms, p99 ms)."""
+    ordered = sorted(latencies)
+    p99 = ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+    return len(latencies) / wall, statistics.median(ordered) * 1e3, p99 * 1e3
