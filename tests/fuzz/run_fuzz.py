@@ -22,12 +22,15 @@ for path in (REPO, HERE):
     if path not in sys.path:
         sys.path.insert(0, path)
 
-# Replayed in-process by test_fuzz_regression_corpus.py.
-TARGETS = ("runtime_popef", "python_popef", "compiler_onnx", "compiler_fusion_yaml")
-# The server's request decoders (replayed by test_fuzz_serving_corpus.py: serving_kserve_grpc
-# in a subprocess, since its generated inference protos clash with tritonclient's).
-SERVING_TARGETS = ("serving_rest_json", "serving_kserve_rest", "serving_predict_proto",
-                   "serving_kserve_grpc")
+TARGETS = ("runtime_popef", "python_popef", "compiler_onnx", "compiler_fusion_yaml",
+           # the server's request decoders
+           "serving_rest_json", "serving_kserve_rest", "serving_predict_proto",
+           "serving_kserve_grpc")
+# Replayed in a subprocess by test_fuzz_serving_corpus.py, the rest in-process by
+# test_fuzz_regression_corpus.py: the server's generated `inference` protos clash with
+# tritonclient's, which other test modules import into the test process.
+SUBPROCESS_REPLAY = ("serving_kserve_grpc",)
+IN_PROCESS_REPLAY = tuple(t for t in TARGETS if t not in SUBPROCESS_REPLAY)
 REGRESSION_CORPUS = os.path.join(HERE, "corpus")
 
 
@@ -70,7 +73,7 @@ def _prepare_corpus(module, name: str, workdir: str) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("target", choices=TARGETS + SERVING_TARGETS)
+    parser.add_argument("target", choices=TARGETS)
     parser.add_argument("--seconds", type=int, default=60, help="fuzzing time (libFuzzer -max_total_time)")
     parser.add_argument("--workdir", default=os.path.join(REPO, "build", "fuzz"))
     parser.add_argument("--timeout", type=int, default=30, help="seconds one input may take before it is a hang")
