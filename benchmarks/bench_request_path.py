@@ -7,6 +7,9 @@ PopEF; v2 REST with the binary tensor extension on the same model; TF Serving gR
 the same bare PopEF and on a SavedModel exported from it (TensorFlow + PopefExecute op).
 Clients are lean (pre-serialized requests on a plain grpc channel / keep-alive HTTP
 connection, responses decoded to numpy), so the numbers are the server's and the transport's.
+The gRPC paths are timed a second time with a native client (h2load, benchmarks/
+native_grpc_client.py), in blocks alternating with blocks of in-process calls: a Python
+client's own per-call cost (~0.2 ms) hides what the server adds.
 
 The latency model is a small MLP compiled at batch 1 (the request path dominates); the
 throughput model a larger one compiled at batch 16, the fixed batch of an accelerator.
@@ -40,6 +43,7 @@ THROUGHPUT_SIZES = (256, 2048, 2048, 16)
 BATCHED = 16
 INFER = "/inference.GRPCInferenceService/ModelInfer"
 PREDICT = "/tensorflow.serving.PredictionService/Predict"
+IN_PROCESS = "ModelRunner.execute, in process"
 
 
 def build_repository(root: str) -> dict:
@@ -111,6 +115,69 @@ class V2Rest:
         return np.frombuffer(raw, np.float32, offset=length)
 
 
+def print_latency(latency: dict) -> None:
+    base = latency[IN_PROCESS]["median_ms"]
+    print("| path | p50 ms | p90 ms | p99 ms | p50 over in-process ms |")
+    print("|---|---:|---:|---:|---:|")
+    for name, row in latency.items():
+        print(f"| {name} | {row['median_ms']:.3f} | {row['p90_ms']:.3f} | {row['p99_ms']:.3f} | "
+              f"{row['median_ms'] - base:+.3f} |")
+
+
+def ok_requests(server) -> dict:
+    """The server's `:tensorflow:serving:request_count{status="OK"}` per model (both protocols
+    count there)."""
+    from prometheus_client.parser import text_string_to_metric_families
+    status, text = server.http("GET", "/metrics")
+    assert status == 200, text
+    counts = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            # The parser names a counter's sample `<family>_total`.
+            if family.name == ":tensorflow:serving:request_count" and \
+                    sample.labels.get("status") == "OK":
+                counts[sample.labels["model_name"]] = sample.value
+    return counts
+
+
+def native_latency(server, runner, x, iterations, rounds, calls) -> dict:
+    """p50/p90/p99 of the gRPC `calls` ({name: (method, request bytes)}) sent by h2load, in
+    blocks alternating with blocks of in-process `runner.execute` calls; None without h2load.
+    The outcome of every h2load request is checked with the server's OK counters (h2load
+    itself sees only HTTP 200)."""
+    from benchmarks.interleaved_timing import block_schedule, summary
+    from benchmarks.native_grpc_client import H2LoadUnary
+    try:
+        clients = {name: H2LoadUnary(server.grpc_port, method, request)
+                   for name, (method, request) in calls.items()}
+    except RuntimeError as error:
+        print(f"== native-client latency not measured: {error}", flush=True)
+        return None
+    per_block = max(1, iterations // rounds)
+    discard = max(1, per_block // 10)   # each block starts on a new connection, cold caches
+    print(f"== latency, native client: {rounds} rounds of {per_block}-call blocks", flush=True)
+    before = ok_requests(server)
+    samples = {name: [] for name in [IN_PROCESS, *clients]}
+    sent = 0
+    for name, count in block_schedule(list(samples), per_block + discard, rounds):
+        if name == IN_PROCESS:
+            for i in range(count):
+                t0 = time.perf_counter()
+                runner.execute({"X": x})
+                if i >= discard:
+                    samples[name].append(time.perf_counter() - t0)
+        else:
+            samples[name] += clients[name].block(count)[discard:]
+            sent += count
+    after = ok_requests(server)
+    answered = sum(after.get(m, 0) - before.get(m, 0) for m in ("single", "savedmodel"))
+    if answered != sent:
+        raise RuntimeError(f"h2load sent {sent} requests but the server answered {answered} OK")
+    for client in clients.values():
+        client.close()
+    return {name: summary(s) for name, s in samples.items()}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--iterations", type=int, default=2000,
@@ -119,6 +186,8 @@ def main():
                         help="requests per throughput measurement")
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 16, 64])
     parser.add_argument("--client_processes", type=int, default=4)
+    parser.add_argument("--native_rounds", type=int, default=5,
+                        help="rounds of alternating blocks for the native-client latency")
     parser.add_argument("--repeats", type=int, default=2,
                         help="throughput rows measured this many times, interleaved; best kept")
     args = parser.parse_args()
@@ -139,8 +208,12 @@ def main():
         print(f"== compiling MLPs {list(LATENCY_SIZES)} (batch 1), {list(THROUGHPUT_SIZES)} "
               f"(batch {BATCHED}), exporting", flush=True)
         repo = build_repository(root)
+        monitoring = os.path.join(root, "monitoring.config")
+        with open(monitoring, "w") as handle:
+            handle.write('prometheus_config { enable: true path: "/metrics" }\n')
         server = ServerProcess(os.path.join(root, "server"),
                                f"--model_config_file={repo['config']}",
+                               f"--monitoring_config_file={monitoring}",
                                "--grpc_max_threads=64").start()
         try:
             config = runtime.RuntimeConfig()
@@ -162,7 +235,7 @@ def main():
                 return to_ndarray(response.outputs["Y"])
 
             contenders = {
-                "ModelRunner.execute, in process": lambda: runner.execute({"X": x})["Y"],
+                IN_PROCESS: lambda: runner.execute({"X": x})["Y"],
                 "v2 gRPC ModelInfer, bare PopEF": v2_grpc,
                 "v2 REST binary, bare PopEF": V2Rest(server.rest_port, "single", x),
                 "TF Serving gRPC Predict, bare PopEF": lambda: tf_predict(popef_predict),
@@ -177,6 +250,10 @@ def main():
                                   max_iters=args.iterations, budget_s=0, gap_s=0.001)
             latency = {name: summary(s) for name, s in samples.items()}
             channel.close()
+            native = native_latency(server, runner, x, args.iterations, args.native_rounds,
+                                    {"v2 gRPC ModelInfer, bare PopEF": (INFER, v2_bytes),
+                                     "TF Serving gRPC Predict, bare PopEF": (PREDICT, popef_predict),
+                                     "TF Serving gRPC Predict, SavedModel": (PREDICT, sm_predict)})
             runner.close()
 
             print("== throughput", flush=True)
@@ -205,12 +282,10 @@ def main():
           f"{platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}, "
           f"{time.strftime('%Y-%m-%d %H:%M')}\n")
-    base = latency["ModelRunner.execute, in process"]["median_ms"]
-    print("| path | p50 ms | p90 ms | p99 ms | p50 over in-process ms |")
-    print("|---|---:|---:|---:|---:|")
-    for name, row in latency.items():
-        print(f"| {name} | {row['median_ms']:.3f} | {row['p90_ms']:.3f} | {row['p99_ms']:.3f} | "
-              f"{row['median_ms'] - base:+.3f} |")
+    print_latency(latency)
+    if native:
+        print("\nNative client (h2load), alternating blocks with the in-process call:\n")
+        print_latency(native)
     print("\n| model | clients | throughput req/s | p50 ms | p99 ms |")
     print("|---|---:|---:|---:|---:|")
     for (model, clients), (rps, p50, p99) in sorted(throughput.items(),
