@@ -179,9 +179,9 @@ class BatchScheduler:
         with self._cv:
             if self._stopped:
                 raise unavailable("the batch scheduler is shutting down")
-            queue = self._queues.get(key)
-            if queue is None:
-                queue = self._queues[key] = _Queue(servable, signature, options)
+            # A queue joins the table only with a task in it: the batch threads drop a queue
+            # when they take its last batch, and stop() waits for the table to empty.
+            queue = self._queues.get(key) or _Queue(servable, signature, options)
             batch = queue.batches[-1] if queue.batches else None
             room = limit - batch.rows if batch is not None else 0
             if rows > room and not options.enable_large_batch_splitting:
@@ -195,6 +195,7 @@ class BatchScheduler:
                 raise unavailable(
                     "The batch scheduling queue to which this task was submitted is full "
                     f"({options.max_enqueued_batches} batches of up to {limit} rows)")
+            self._queues[key] = queue
             pieces, start = [], 0
             for index, size in enumerate(sizes):
                 # Batch threads are only woken when a batch starts its timeout or fills: a

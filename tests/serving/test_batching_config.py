@@ -145,6 +145,8 @@ def test_split_task_needing_more_batches_than_the_queue_holds_is_refused():
     assert "batch scheduling queue" in str(caught.value)
     assert servable.batches == []   # nothing of the refused task ran
     scheduler.stop()
+    # The refused task left no empty queue behind for the batch threads to wait on.
+    assert not any(thread.is_alive() for thread in scheduler._threads)
 
 
 def test_per_model_options_share_the_scheduler_threads():
