@@ -4,7 +4,7 @@ import json
 import os
 from typing import Dict, List, Optional, Union
 
-from popef.reader import PopefFile
+from popef.reader import PopefFile, read_bytes
 
 
 class Executable:
@@ -17,11 +17,7 @@ class Executable:
 
     @classmethod
     def load(cls, path: Union[str, os.PathLike]) -> "Executable":
-        path = os.fspath(path)
-        if not os.path.exists(path):
-            raise FileNotFoundError(f"{path}: PopEF file not found")
-        with open(path, "rb") as f:
-            return cls(f.read(), path)
+        return cls(read_bytes(path), os.fspath(path))
 
     def to_bytes(self) -> bytes:
         return self._data

@@ -28,6 +28,15 @@ class Blob:
     version: tuple
 
 
+def read_bytes(path: Union[str, os.PathLike]) -> bytes:
+    """The bytes of the PopEF file at `path` (FileNotFoundError naming it if absent)."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path}: PopEF file not found")
+    with open(path, "rb") as f:
+        return f.read()
+
+
 class PopefFile:
     """A parsed PopEF file: its blobs, plus convenient access to Metadata/Executable/Opaques."""
 
@@ -38,11 +47,7 @@ class PopefFile:
 
     @classmethod
     def open(cls, path: Union[str, os.PathLike]) -> "PopefFile":
-        path = os.fspath(path)
-        if not os.path.exists(path):
-            raise FileNotFoundError(f"{path}: PopEF file not found")
-        with open(path, "rb") as f:
-            return cls(f.read(), path)
+        return cls(read_bytes(path), os.fspath(path))
 
     def _blobs_of(self, blob_type: BlobType) -> List[Blob]:
         return [b for b in self.blobs if b.type == blob_type]
