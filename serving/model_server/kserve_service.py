@@ -9,6 +9,7 @@ default entry point (a SavedModel's `serving_default`, a PopEF's first subgraph)
 of a fused PopEF is its own v2 model with its own inputs and outputs). A name is first looked
 up whole, so a served model whose own name holds a `/` is still found.
 """
+import copy
 import dataclasses
 import threading
 import time
@@ -21,7 +22,7 @@ from serving.model_server import SERVER_VERSION
 from serving.model_server.errors import (ServingError, as_serving_error, invalid_argument,
                                          not_found)
 from serving.model_server.kserve_codec import datatype_of
-from serving.model_server.kserve_metrics import TritonMetrics
+from serving.model_server.kserve_metrics import TIMED_STAGES, TritonMetrics
 from serving.model_server.popef_servable import Subgraph, TensorSpec, check_inputs
 
 SERVER_NAME = "tf-popef"
@@ -40,20 +41,26 @@ class Target:
 
 
 class _Statistics:
-    """Per (v2 model, version) cumulative counts for ModelStatistics."""
+    """Per (v2 model, version) cumulative counts for ModelStatistics. The queue and compute
+    durations are the runtime's timing of successful requests: present only for models whose
+    requests the runtime runs and times (bare PopEFs)."""
 
     def __init__(self):
         self._lock = threading.Lock()
         self._rows: Dict[tuple, dict] = {}
 
-    def record(self, name, version, ok: bool, rows: int, ns: int) -> None:
+    def record(self, name, version, ok: bool, rows: int, ns: int, timing=None) -> None:
+        """`timing`: the runtime's Future.timing() of a request it ran, else None."""
+        observed = {"success" if ok else "fail": ns}
+        if ok and timing is not None:
+            observed.update((stage, timing[f"{stage}_ns"]) for stage, _ in TIMED_STAGES)
         with self._lock:
             row = self._rows.setdefault((name, version), dict(
-                success_count=0, success_ns=0, fail_count=0, fail_ns=0, inference_count=0,
-                execution_count=0, last_inference=0))
-            key = "success" if ok else "fail"
-            row[f"{key}_count"] += 1
-            row[f"{key}_ns"] += ns
+                inference_count=0, execution_count=0, last_inference=0, durations={}))
+            for key, value in observed.items():
+                duration = row["durations"].setdefault(key, {"count": 0, "ns": 0})
+                duration["count"] += 1
+                duration["ns"] += value
             if ok:
                 row["inference_count"] += rows
                 row["execution_count"] += 1
@@ -61,7 +68,7 @@ class _Statistics:
 
     def rows(self):
         with self._lock:
-            return {k: dict(v) for k, v in self._rows.items()}
+            return copy.deepcopy(self._rows)
 
 
 def _signature_entry(servable, key: str) -> Subgraph:
@@ -190,8 +197,9 @@ class KServeV2:
                         raise invalid_argument(f"unexpected inference output '{wanted}' for "
                                                f"model '{name}' (outputs: "
                                                f"{', '.join(sorted(known))})")
+            timing = None    # the runtime's timing, where it runs the request directly
             if hasattr(target.servable, "subgraphs"):   # a bare PopEF checks its inputs
-                result = target.servable.run(entry.name, inputs, outputs)
+                result, timing = target.servable.run_timed(entry.name, inputs, outputs)
             else:
                 check_inputs(name, entry, inputs)
                 result = target.servable.run(entry.name, inputs)
@@ -202,10 +210,10 @@ class KServeV2:
             failure = as_serving_error(error)
             self._observe(name, target, False, inputs, start, entrypoint, failure.code.name)
             raise failure from None
-        self._observe(name, target, True, inputs, start, entrypoint, "OK")
+        self._observe(name, target, True, inputs, start, entrypoint, "OK", timing)
         return target, result
 
-    def _observe(self, name, target, ok, inputs, start, entrypoint, status):
+    def _observe(self, name, target, ok, inputs, start, entrypoint, status, timing=None):
         elapsed = time.perf_counter_ns() - start
         version = str(target.servable.version) if target is not None else ""
         rows = 1
@@ -213,9 +221,9 @@ class KServeV2:
             first = next(iter(inputs.values()))
             if first.ndim > target.entry.batch_axis:
                 rows = int(first.shape[target.entry.batch_axis])
-        self.statistics.record(name, version, ok, rows, elapsed)
+        self.statistics.record(name, version, ok, rows, elapsed, timing)
         if self.metrics is not None:
-            self.triton_metrics.request_done(name, version, ok, rows, elapsed / 1e3)
+            self.triton_metrics.request_done(name, version, ok, rows, elapsed / 1e3, timing)
             self.metrics.request_done("infer", target.model if target is not None else name, status,
                                       elapsed / 1e9, entrypoint)
 
@@ -227,13 +235,14 @@ class KServeV2:
         for (model, ver), row in sorted(self.statistics.rows().items()):
             if (name and model != name) or (version and ver != version):
                 continue
+            durations = row["durations"]
+            stats = {key: durations.get(key, {"count": 0, "ns": 0}) for key in ("success", "fail")}
+            stats.update((stage, durations[stage]) for stage, _ in TIMED_STAGES
+                         if stage in durations)
             rows.append({
                 "name": model, "version": ver, "last_inference": row["last_inference"],
                 "inference_count": row["inference_count"],
-                "execution_count": row["execution_count"],
-                "inference_stats": {
-                    "success": {"count": row["success_count"], "ns": row["success_ns"]},
-                    "fail": {"count": row["fail_count"], "ns": row["fail_ns"]}}})
+                "execution_count": row["execution_count"], "inference_stats": stats})
         return rows
 
     # ---- repository extension ------------------------------------------------------------
