@@ -9,7 +9,6 @@ default entry point (a SavedModel's `serving_default`, a PopEF's first subgraph)
 of a fused PopEF is its own v2 model with its own inputs and outputs). A name is first looked
 up whole, so a served model whose own name holds a `/` is still found.
 """
-import copy
 import dataclasses
 import threading
 import time
@@ -45,30 +44,44 @@ class _Statistics:
     durations are the runtime's timing of successful requests: present only for models whose
     requests the runtime runs and times (bare PopEFs)."""
 
+    _TIMED = tuple((stage, f"{stage}_ns") for stage in TIMED_STAGES)
+
     def __init__(self):
         self._lock = threading.Lock()
         self._rows: Dict[tuple, dict] = {}
 
     def record(self, name, version, ok: bool, rows: int, ns: int, timing=None) -> None:
         """`timing`: the runtime's Future.timing() of a request it ran, else None."""
-        observed = {"success" if ok else "fail": ns}
-        if ok and timing is not None:
-            observed.update((stage, timing[f"{stage}_ns"]) for stage, _ in TIMED_STAGES)
         with self._lock:
-            row = self._rows.setdefault((name, version), dict(
-                inference_count=0, execution_count=0, last_inference=0, durations={}))
-            for key, value in observed.items():
-                duration = row["durations"].setdefault(key, {"count": 0, "ns": 0})
-                duration["count"] += 1
-                duration["ns"] += value
+            row = self._rows.get((name, version))
+            if row is None:
+                row = self._rows[(name, version)] = dict(
+                    inference_count=0, execution_count=0, last_inference=0,
+                    durations={"success": [0, 0], "fail": [0, 0]})
+            durations = row["durations"]
+            outcome = durations["success" if ok else "fail"]
+            outcome[0] += 1
+            outcome[1] += ns
             if ok:
                 row["inference_count"] += rows
                 row["execution_count"] += 1
+                if timing is not None:
+                    for stage, field in self._TIMED:
+                        duration = durations.setdefault(stage, [0, 0])
+                        duration[0] += 1
+                        duration[1] += timing[field]
             row["last_inference"] = int(time.time() * 1000)
 
-    def rows(self):
+    def rows(self) -> Dict[tuple, dict]:
+        """{(name, version): row}; row["inference_stats"]: {duration: {"count", "ns"}} in
+        Triton's order, the queue and compute durations only where requests were timed."""
         with self._lock:
-            return copy.deepcopy(self._rows)
+            snapshot = {key: dict(row, durations={d: tuple(v) for d, v in row["durations"].items()})
+                        for key, row in self._rows.items()}
+        for row in snapshot.values():
+            row["inference_stats"] = {d: {"count": count, "ns": ns}
+                                      for d, (count, ns) in row.pop("durations").items()}
+        return snapshot
 
 
 def _signature_entry(servable, key: str) -> Subgraph:
@@ -235,14 +248,7 @@ class KServeV2:
         for (model, ver), row in sorted(self.statistics.rows().items()):
             if (name and model != name) or (version and ver != version):
                 continue
-            durations = row["durations"]
-            stats = {key: durations.get(key, {"count": 0, "ns": 0}) for key in ("success", "fail")}
-            stats.update((stage, durations[stage]) for stage, _ in TIMED_STAGES
-                         if stage in durations)
-            rows.append({
-                "name": model, "version": ver, "last_inference": row["last_inference"],
-                "inference_count": row["inference_count"],
-                "execution_count": row["execution_count"], "inference_stats": stats})
+            rows.append(dict(name=model, version=ver, **row))
         return rows
 
     # ---- repository extension ------------------------------------------------------------
