@@ -10,7 +10,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-int64_t NowNs() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
 
 std::string Quote(const std::string& s) { return "'" + s + "'"; }
 

@@ -7,8 +7,8 @@
 // output buffers) once nobody but the runner's pool holds it, so steady-state requests
 // allocate nothing.
 // Thread safety: Done/Wait/WaitFor/error/outputs/timing may be called from any thread; outputs,
-// error and timing are meaningful once Done() is true. The rest is private to the runner (the device
-// thread mutates progress fields; nothing else touches them).
+// error and timing are meaningful once Done() is true. The rest is private to the runner (the
+// device thread mutates progress fields; nothing else touches them).
 #pragma once
 
 #include <atomic>
@@ -39,10 +39,10 @@ class Request {
     bool runner_allocated = false;  // false: the caller's buffer
   };
 
-  // Where the request's time went, from steady_clock reads by the runner (a few per batch and
-  // one at enqueue and at completion, so measuring costs the hot path next to nothing).
-  // Every request of a shared batch gets that batch's input/infer/output times; a request
-  // whose rows ran in several batches sums them. Times are steady_clock nanoseconds.
+  // Where the request's time went, from steady_clock reads by the runner (one at enqueue and
+  // four per batch, so measuring costs the hot path next to nothing). Every request of a
+  // shared batch gets that batch's input/infer/output times; a request whose rows ran in
+  // several batches sums them. Times are steady_clock nanoseconds.
   struct Timing {
     int64_t enqueued_ns = 0;  // handed to the queues
     int64_t started_ns = 0;   // its first batch started: it left the queue (0: it never ran)
