@@ -21,7 +21,7 @@ from serving.model_server import SERVER_VERSION
 from serving.model_server.errors import (ServingError, as_serving_error, invalid_argument,
                                          not_found)
 from serving.model_server.kserve_codec import datatype_of
-from serving.model_server.kserve_metrics import TritonMetrics
+from serving.model_server.kserve_metrics import TIMED_STAGES, TritonMetrics
 from serving.model_server.popef_servable import Subgraph, TensorSpec, check_inputs
 
 SERVER_NAME = "tf-popef"
@@ -40,28 +40,48 @@ class Target:
 
 
 class _Statistics:
-    """Per (v2 model, version) cumulative counts for ModelStatistics."""
+    """Per (v2 model, version) cumulative counts for ModelStatistics. The queue and compute
+    durations are the runtime's timing of successful requests: present only for models whose
+    requests the runtime runs and times (bare PopEFs)."""
+
+    _TIMED = tuple((stage, f"{stage}_ns") for stage in TIMED_STAGES)
 
     def __init__(self):
         self._lock = threading.Lock()
         self._rows: Dict[tuple, dict] = {}
 
-    def record(self, name, version, ok: bool, rows: int, ns: int) -> None:
+    def record(self, name, version, ok: bool, rows: int, ns: int, timing=None) -> None:
+        """`timing`: the runtime's Future.timing() of a request it ran, else None."""
         with self._lock:
-            row = self._rows.setdefault((name, version), dict(
-                success_count=0, success_ns=0, fail_count=0, fail_ns=0, inference_count=0,
-                execution_count=0, last_inference=0))
-            key = "success" if ok else "fail"
-            row[f"{key}_count"] += 1
-            row[f"{key}_ns"] += ns
+            row = self._rows.get((name, version))
+            if row is None:
+                row = self._rows[(name, version)] = dict(
+                    inference_count=0, execution_count=0, last_inference=0,
+                    durations={"success": [0, 0], "fail": [0, 0]})
+            durations = row["durations"]
+            outcome = durations["success" if ok else "fail"]
+            outcome[0] += 1
+            outcome[1] += ns
             if ok:
                 row["inference_count"] += rows
                 row["execution_count"] += 1
+                if timing is not None:
+                    for stage, field in self._TIMED:
+                        duration = durations.setdefault(stage, [0, 0])
+                        duration[0] += 1
+                        duration[1] += timing[field]
             row["last_inference"] = int(time.time() * 1000)
 
-    def rows(self):
+    def rows(self) -> Dict[tuple, dict]:
+        """{(name, version): row}; row["inference_stats"]: {duration: {"count", "ns"}} in
+        Triton's order, the queue and compute durations only where requests were timed."""
         with self._lock:
-            return {k: dict(v) for k, v in self._rows.items()}
+            snapshot = {key: dict(row, durations={d: tuple(v) for d, v in row["durations"].items()})
+                        for key, row in self._rows.items()}
+        for row in snapshot.values():
+            row["inference_stats"] = {d: {"count": count, "ns": ns}
+                                      for d, (count, ns) in row.pop("durations").items()}
+        return snapshot
 
 
 def _signature_entry(servable, key: str) -> Subgraph:
@@ -190,8 +210,9 @@ class KServeV2:
                         raise invalid_argument(f"unexpected inference output '{wanted}' for "
                                                f"model '{name}' (outputs: "
                                                f"{', '.join(sorted(known))})")
+            timing = None    # the runtime's timing, where it runs the request directly
             if hasattr(target.servable, "subgraphs"):   # a bare PopEF checks its inputs
-                result = target.servable.run(entry.name, inputs, outputs)
+                result, timing = target.servable.run_timed(entry.name, inputs, outputs)
             else:
                 check_inputs(name, entry, inputs)
                 result = target.servable.run(entry.name, inputs)
@@ -202,10 +223,10 @@ class KServeV2:
             failure = as_serving_error(error)
             self._observe(name, target, False, inputs, start, entrypoint, failure.code.name)
             raise failure from None
-        self._observe(name, target, True, inputs, start, entrypoint, "OK")
+        self._observe(name, target, True, inputs, start, entrypoint, "OK", timing)
         return target, result
 
-    def _observe(self, name, target, ok, inputs, start, entrypoint, status):
+    def _observe(self, name, target, ok, inputs, start, entrypoint, status, timing=None):
         elapsed = time.perf_counter_ns() - start
         version = str(target.servable.version) if target is not None else ""
         rows = 1
@@ -213,9 +234,9 @@ class KServeV2:
             first = next(iter(inputs.values()))
             if first.ndim > target.entry.batch_axis:
                 rows = int(first.shape[target.entry.batch_axis])
-        self.statistics.record(name, version, ok, rows, elapsed)
+        self.statistics.record(name, version, ok, rows, elapsed, timing)
         if self.metrics is not None:
-            self.triton_metrics.request_done(name, version, ok, rows, elapsed / 1e3)
+            self.triton_metrics.request_done(name, version, ok, rows, elapsed / 1e3, timing)
             self.metrics.request_done("infer", target.model if target is not None else name, status,
                                       elapsed / 1e9, entrypoint)
 
@@ -227,13 +248,7 @@ class KServeV2:
         for (model, ver), row in sorted(self.statistics.rows().items()):
             if (name and model != name) or (version and ver != version):
                 continue
-            rows.append({
-                "name": model, "version": ver, "last_inference": row["last_inference"],
-                "inference_count": row["inference_count"],
-                "execution_count": row["execution_count"],
-                "inference_stats": {
-                    "success": {"count": row["success_count"], "ns": row["success_ns"]},
-                    "fail": {"count": row["fail_count"], "ns": row["fail_ns"]}}})
+            rows.append(dict(name=model, version=ver, **row))
         return rows
 
     # ---- repository extension ------------------------------------------------------------

@@ -39,6 +39,13 @@ class _Counters:
             table = self._values[name]
             table[labels] = table.get(labels, 0.0) + amount
 
+    def inc_all(self, labels: tuple, amounts) -> None:
+        """Adds each (name, amount) of `amounts` under the same labels, in one lock."""
+        with self._lock:
+            for name, amount in amounts:
+                table = self._values[name]
+                table[labels] = table.get(labels, 0.0) + amount
+
     def value(self, name, *labels):
         with self._lock:
             return self._values[name].get(labels, 0.0)

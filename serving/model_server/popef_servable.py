@@ -13,11 +13,13 @@ queues and waits, so concurrent server threads overlap. With `dynamic_batching` 
 model's config.pbtxt the runtime packs rows of concurrent requests into shared batches
 (RuntimeConfig.timeout_ns = max_queue_delay_microseconds); without it each request runs
 alone, zero-padded to whole compiled batches, as Triton runs requests without a batcher.
+`run_timed` also answers the runtime's timing of the request (`Future.timing()`: time in the
+queue, gathering inputs, running, scattering outputs) for Triton's statistics.
 """
 import dataclasses
 import glob
 import os
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -142,6 +144,12 @@ class PopefServable:
     def run(self, signature_name: str, inputs: Dict[str, np.ndarray],
             outputs: Optional[Sequence[str]] = None) -> Dict[str, np.ndarray]:
         """Runs one subgraph; `outputs` limits what is returned (all by default)."""
+        return self.run_timed(signature_name, inputs, outputs)[0]
+
+    def run_timed(self, signature_name: str, inputs: Dict[str, np.ndarray],
+                  outputs: Optional[Sequence[str]] = None) -> Tuple[Dict[str, np.ndarray], dict]:
+        """run(), and where the request's time went in the runtime (`Future.timing()`: queue
+        and compute nanoseconds)."""
         subgraph = self.subgraph(signature_name)
         check_inputs(self.name, subgraph, inputs, self.options.max_batch_size)
         rows = alone = None
@@ -155,16 +163,18 @@ class PopefServable:
             feeds[spec.anchor] = value if rows == alone else _pad(value, subgraph.batch_axis,
                                                                    alone)
         try:
-            result = self.runner.execute_async(feeds).result()
+            future = self.runner.execute_async(feeds)
+            result = future.result()
         except self._runtime_error as error:
             raise ServingError(_grpc_code(error), str(error)) from None
+        timing = future.timing()
         wanted = subgraph.outputs if outputs is None else [
             s for s in subgraph.outputs if s.name in outputs]
         if rows == alone:
-            return {s.name: result[s.anchor] for s in wanted}
+            return {s.name: result[s.anchor] for s in wanted}, timing
         cut = (slice(None),) * subgraph.batch_axis + (slice(0, rows),)
         return {s.name: result[s.anchor][cut] if s.shape[subgraph.batch_axis] == -1
-                else result[s.anchor] for s in wanted}
+                else result[s.anchor] for s in wanted}, timing
 
     # ---- TF Serving view (Predict, GetModelMetadata, REST :predict) ----------------------
     @property

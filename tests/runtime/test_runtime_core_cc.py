@@ -1,6 +1,7 @@
 """Builds tests/runtime/cc/runtime_core_test.cc against the installed runtime library and runs it:
-ring buffer and queue blocking, and a kernel failing at run time (it fails every request of its
-batch; the runner keeps serving)."""
+ring buffer and queue blocking, a kernel failing at run time (it fails every request of its
+batch; the runner keeps serving), and per-request timing (queue time includes the wait for a
+batch to fill; a shared batch's requests share its compute times)."""
 import subprocess
 
 from popef_builders import add_model

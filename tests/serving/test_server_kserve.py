@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+from prometheus_client.parser import text_string_to_metric_families
 from tritonclient.utils import InferenceServerException
 
 from kserve_models import (mlp_onnx, mlp_reference, onnxruntime_run, write_fused_model,
@@ -27,6 +28,10 @@ dynamic_batching { max_queue_delay_microseconds: 200 }
 instance_group { count: 1 kind: KIND_GPU gpus: [2] }
 input { name: "x" data_type: TYPE_FP32 dims: [16] }
 """
+TIMED_DELAY_NS = 20_000_000
+TIMED_CONFIG = f"""max_batch_size: 8
+dynamic_batching {{ max_queue_delay_microseconds: {TIMED_DELAY_NS // 1000} }}
+"""
 
 
 @pytest.fixture(scope="module")
@@ -38,12 +43,14 @@ def repo(tmp_path_factory):
     shutil.copytree(models / "mlp", models / "spare")
     (models / "spare" / "config.pbtxt").unlink()    # no batcher: each request runs alone
     shutil.copytree(models / "mlp", models / "extra")     # in the repository, not the config
+    shutil.copytree(models / "mlp", models / "timed")     # for the timing test only
+    (models / "timed" / "config.pbtxt").write_text(TIMED_CONFIG)
     sources = write_fused_model(str(models))
     save_affine(str(models / "affine" / "1"))
     config = root / "models.config"
     config.write_text("model_config_list {\n" + "".join(
         f'  config {{ name: "{m}" base_path: "{models / m}" model_platform: "tensorflow" }}\n'
-        for m in ("mlp", "spare", "fused", "affine")) + "}\n")
+        for m in ("mlp", "spare", "fused", "affine", "timed")) + "}\n")
     monitoring = root / "monitoring.config"
     monitoring.write_text('prometheus_config { enable: true path: "/metrics" }\n')
     return dict(root=root, config=config, monitoring=monitoring, mlp_onnx=str(models / "mlp.onnx"),
@@ -362,6 +369,49 @@ def test_statistics_and_triton_metrics(server, http, grpc_client):
         assert f'{name}{{model="fused/concat",version="1"}}' in text or \
             f'{name}{{model="mlp",version="1"}}' in text, name
     assert ':tensorflow:serving:request_count{model_name="mlp",status="OK"}' in text
+
+
+def test_queue_and_compute_times_from_the_runtime(server, http, grpc_client):
+    """Triton's queue / compute statistics and nv_inference_*_duration_us metrics of `timed`, a
+    bare PopEF whose 4-row batches wait up to TIMED_DELAY_NS for more rows (no other test uses
+    it, so the counts are exact); a SavedModel's requests are not timed by the runtime."""
+    for _ in range(2):    # one row at a time: every batch waits out the delay
+        http.infer("timed", _http_inputs({"x": _rows(1)}))
+        grpc_client.infer("timed", _grpc_inputs({"x": _rows(1)}))
+    for request in [http.async_infer("timed", _http_inputs({"x": _rows(2, seed)}))
+                    for seed in range(4)]:
+        request.get_result()
+    with pytest.raises(InferenceServerException):
+        grpc_client.infer("timed", _grpc_inputs({"x": _rows(1)[:, :3]}))
+    http.infer("affine", _http_inputs({"x": np.ones((1, 2), np.float32)}))
+    succeeded, stages = 8, ("queue", "compute_input", "compute_infer", "compute_output")
+
+    grpc_stats = grpc_client.get_inference_statistics("timed", as_json=True)["model_stats"]
+    for stats in (http.get_inference_statistics("timed")["model_stats"][0]["inference_stats"],
+                  grpc_stats[0]["inference_stats"]):
+        assert int(stats["success"]["count"]) == succeeded and int(stats["fail"]["count"]) == 1
+        for stage in stages:
+            assert int(stats[stage]["count"]) == succeeded, stage
+            assert int(stats[stage]["ns"]) > 0, stage
+        assert int(stats["queue"]["ns"]) >= 4 * TIMED_DELAY_NS
+        assert sum(int(stats[stage]["ns"]) for stage in stages) <= int(stats["success"]["ns"])
+    affine = http.get_inference_statistics("affine")["model_stats"][0]["inference_stats"]
+    assert int(affine["success"]["count"]) >= 1 and not set(stages) & set(affine)
+
+    text = urllib.request.urlopen(server.url("/metrics"), timeout=30).read().decode()
+    # (family, model) -> value: the parser names counter samples `<family>_total`
+    values = {(family.name, sample.labels.get("model")): sample.value
+              for family in text_string_to_metric_families(text) for sample in family.samples}
+    http_stats = http.get_inference_statistics("timed")["model_stats"][0]["inference_stats"]
+    assert values[("nv_inference_request_success", "timed")] == succeeded
+    for stage in stages:
+        assert values[(f"nv_inference_{stage}_duration_us", "timed")] == pytest.approx(
+            int(http_stats[stage]["ns"]) / 1e3), stage
+    assert sum(values[(f"nv_inference_{stage}_duration_us", "timed")] for stage in stages) <= \
+        values[("nv_inference_request_duration_us", "timed")]
+    assert ("nv_inference_request_success", "affine") in values
+    assert not any(name == "nv_inference_queue_duration_us" and model == "affine"
+                   for name, model in values)
 
 
 def test_example_client_script_runs(server):

@@ -1,7 +1,8 @@
 // C++ tests of runtime internals the Python API cannot reach: the SPSC ring buffer, the
-// QueueManager's blocking, and a kernel failing at run time (it must fail every request of its
-// batch while the runner keeps serving). Built and run by test_runtime_core_cc.py against
-// libtfpopef_runtime.so; argv[1] is a PopEF whose main step is the test-only op below.
+// QueueManager's blocking, a kernel failing at run time (it must fail every request of its
+// batch while the runner keeps serving) and the requests' Timing. Built and run by
+// test_runtime_core_cc.py against libtfpopef_runtime.so; argv[1] is a PopEF whose main step is
+// the test-only op below.
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -161,6 +162,46 @@ void TestKernelErrorFailsItsBatchOnly(const char* path) {
   CHECK(s.multi_request_batches >= 1);
 }
 
+// Queue time runs until the request's first batch starts (the wait for the batch to fill
+// included); the requests of a shared batch share its compute times; a failed batch's
+// requests are timed too.
+void TestRequestTiming(const char* path) {
+  constexpr int64_t kDelayNs = 50'000'000;
+  RuntimeConfig cfg;
+  cfg.batching_dim = 0;
+  cfg.timeout_ns = kDelayNs;  // two 1-row requests never fill the 4-row batch: it waits this long
+  auto runner = ModelRunner::FromFile(path, cfg);
+  std::vector<float> first = {1, 2}, second = {3, 4};
+  auto a = Submit(*runner, first);
+  auto b = Submit(*runner, second);
+  CHECK(a->WaitFor(std::chrono::seconds(30)) && b->WaitFor(std::chrono::seconds(30)));
+  CHECK(a->error() == nullptr && b->error() == nullptr);
+  const Request::Timing& ta = a->timing();
+  const Request::Timing& tb = b->timing();
+  CHECK(ta.batches == 1 && tb.batches == 1);
+  CHECK(ta.queue_ns() >= kDelayNs);
+  CHECK(tb.enqueued_ns >= ta.enqueued_ns && tb.queue_ns() <= ta.queue_ns());
+  CHECK(ta.started_ns == tb.started_ns);
+  CHECK(ta.infer_ns > 0 && ta.input_ns >= 0 && ta.output_ns >= 0);
+  CHECK(ta.input_ns == tb.input_ns && ta.infer_ns == tb.infer_ns && ta.output_ns == tb.output_ns);
+  for (const Request::Timing* t : {&ta, &tb})
+    CHECK(t->queue_ns() + t->input_ns + t->infer_ns + t->output_ns <= t->total_ns());
+
+  // Batching off: a 2-batch request runs twice, its compute times summed.
+  auto unbatched = ModelRunner::FromFile(path);
+  std::vector<float> rows8 = {1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8};
+  auto two = Submit(*unbatched, rows8);
+  CHECK(two->WaitFor(std::chrono::seconds(30)) && two->error() == nullptr);
+  CHECK(two->timing().batches == 2 && two->timing().infer_ns > 0);
+  CHECK(two->timing().queue_ns() + two->timing().infer_ns <= two->timing().total_ns());
+
+  std::vector<float> bad = {-1, 1, 1, 1, 1, 1, 1, 1};
+  auto failed = Submit(*unbatched, bad);
+  CHECK(failed->WaitFor(std::chrono::seconds(30)) && failed->error() != nullptr);
+  CHECK(failed->timing().batches == 1 && failed->timing().infer_ns > 0);
+  CHECK(failed->timing().done_ns >= failed->timing().started_ns);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -173,6 +214,7 @@ int main(int argc, char** argv) {
   TestQueueManagerBlocksWhenFull();
   TestCloseWakesBlockedProducer();
   TestKernelErrorFailsItsBatchOnly(argv[1]);
+  TestRequestTiming(argv[1]);
   if (failures == 0) std::printf("all runtime core tests passed\n");
   return failures == 0 ? 0 : 1;
 }

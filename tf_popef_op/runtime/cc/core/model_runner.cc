@@ -10,6 +10,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+
 std::string Quote(const std::string& s) { return "'" + s + "'"; }
 
 std::string QuotedList(const std::vector<std::string>& names) {
@@ -124,8 +128,8 @@ void ModelRunner::Close() {
   // The device thread is gone, so this thread is now the only consumer; once no producer is
   // mid-Enqueue, everything ever accepted is either completed or still queued here.
   queues_->WaitForProducers();
-  while (queues_->Front() != nullptr) Finish(PopNext(), Error(ErrorCode::kFailedPrecondition,
-                                                               "ModelRunner closed before the request ran"));
+  while (queues_->Front() != nullptr)
+    Finish(PopNext(), Error(ErrorCode::kFailedPrecondition, "ModelRunner closed before the request ran"), NowNs());
   DeviceManager::Get().Release(*device_);
 }
 
@@ -165,6 +169,7 @@ std::shared_ptr<Request> ModelRunner::ExecuteAsync(const std::vector<HostTensor>
     entries.push_back(QueueEntry{data, request->rows_, request.get()});
   }
   request->self_ = request;
+  request->timing_.enqueued_ns = NowNs();
   if (!queues_->Enqueue(request.get(), request->queue_ids_.data(), entries.data(), entries.size())) {
     request->self_.reset();
     throw Error(ErrorCode::kFailedPrecondition, "ModelRunner is closed");
@@ -397,10 +402,10 @@ Request* ModelRunner::PopNext() {
   return r;
 }
 
-void ModelRunner::Finish(Request* r, std::optional<Error> error) {
+void ModelRunner::Finish(Request* r, std::optional<Error> error, int64_t now_ns) {
   std::shared_ptr<Request> keep = std::move(r->self_);  // may be the last reference
   if (error) stats_.failed_requests.fetch_add(1, std::memory_order_relaxed);
-  r->Complete(std::move(error));
+  r->Complete(std::move(error), now_ns);
 }
 
 void ModelRunner::DeviceLoop() {
@@ -437,17 +442,19 @@ void ModelRunner::DeviceLoop() {
       }
     }
     if (queues_->closed()) {
+      const int64_t now = NowNs();
       for (const Segment& seg : segments)
-        if (seg.request != current) Finish(seg.request, closed_error);
+        if (seg.request != current) Finish(seg.request, closed_error, now);
       break;
     }
     RunBatch(plan, segments, filled, &current);
   }
-  if (current != nullptr) Finish(current, closed_error);
+  if (current != nullptr) Finish(current, closed_error, NowNs());
 }
 
 void ModelRunner::RunBatch(const SubgraphBatching& plan, const std::vector<Segment>& segments, int64_t filled,
                            Request** current) {
+  const int64_t started = NowNs();  // the batch's requests leave the queue
   const int64_t b = plan.batch;
   const bool zero_copy = segments.size() == 1 && filled == b && plan.contiguous;
   const size_t n_in = plan.inputs.size();
@@ -477,6 +484,7 @@ void ModelRunner::RunBatch(const SubgraphBatching& plan, const std::vector<Segme
   }
   if (exe_->fused()) bindings_[exe_->index_anchor()] = index_values_[plan.subgraph].data();
 
+  const int64_t inputs_ready = NowNs();
   std::optional<Error> failure;
   try {
     session_->Run(plan.subgraph, bindings_.data());
@@ -485,6 +493,7 @@ void ModelRunner::RunBatch(const SubgraphBatching& plan, const std::vector<Segme
   } catch (const std::exception& e) {
     failure = Error(ErrorCode::kInternal, e.what());
   }
+  const int64_t ran = NowNs();
   // Unbind: the caller's buffers may be freed once its request completes.
   for (const auto* list : {&plan.inputs, &plan.outputs})
     for (const AnchorLayout& l : *list) bindings_[l.anchor] = nullptr;
@@ -494,10 +503,20 @@ void ModelRunner::RunBatch(const SubgraphBatching& plan, const std::vector<Segme
   (zero_copy ? stats_.zero_copy_batches : stats_.staged_batches).fetch_add(1, std::memory_order_relaxed);
   if (segments.size() > 1) stats_.multi_request_batches.fetch_add(1, std::memory_order_relaxed);
 
+  auto account = [&](int64_t outputs_ready) {
+    for (const Segment& seg : segments) {
+      Request::Timing& t = seg.request->timing_;
+      if (t.batches++ == 0) t.started_ns = started;
+      t.input_ns += inputs_ready - started;
+      t.infer_ns += ran - inputs_ready;
+      t.output_ns += outputs_ready - ran;
+    }
+  };
   if (failure) {
+    account(ran);
     for (const Segment& seg : segments) {
       if (seg.request == *current) *current = nullptr;  // its remaining rows are dropped
-      Finish(seg.request, failure);
+      Finish(seg.request, failure, ran);
     }
     return;
   }
@@ -513,9 +532,11 @@ void ModelRunner::RunBatch(const SubgraphBatching& plan, const std::vector<Segme
       }
     }
   }
+  const int64_t outputs_ready = NowNs();
+  account(outputs_ready);
   for (const Segment& seg : segments) {
     seg.request->rows_done_ += seg.count;
-    if (seg.request->rows_done_ == seg.request->rows_) Finish(seg.request, std::nullopt);
+    if (seg.request->rows_done_ == seg.request->rows_) Finish(seg.request, std::nullopt, outputs_ready);
   }
 }
 

@@ -12,6 +12,8 @@
 // A batch that is one request's contiguous rows binds the caller's buffers directly; other
 // batches gather rows into staging buffers allocated once, and scatter outputs back.
 // A failed batch fails every request in it; the runner keeps serving.
+// Each request records its Request::Timing: queued, left the queue (its first batch started),
+// the gather / run / scatter time of its batches, completed.
 // Steady state allocates nothing: Request objects (with their vectors and runner-allocated
 // output buffers) are recycled from a small pool once only the pool holds them, validation
 // builds no strings unless it fails, and the device thread reuses its tables.
@@ -133,7 +135,8 @@ class ModelRunner {
   void DeviceLoop();
   Request* PopNext();
   void RunBatch(const SubgraphBatching& plan, const std::vector<Segment>& segments, int64_t filled, Request** current);
-  void Finish(Request* r, std::optional<Error> error);
+  // Completes `r` at steady_clock time `now_ns` (its Timing::done_ns).
+  void Finish(Request* r, std::optional<Error> error, int64_t now_ns);
 
   const RuntimeConfig config_;
   std::shared_ptr<const Executable> exe_;

@@ -46,11 +46,12 @@ bool Request::WaitFor(std::chrono::nanoseconds timeout) const {
   return done;
 }
 
-void Request::Complete(std::optional<Error> error) {
+void Request::Complete(std::optional<Error> error, int64_t done_ns) {
   {
     std::lock_guard<std::mutex> l(mu_);
     if (Done()) return;
     error_ = std::move(error);
+    timing_.done_ns = done_ns;
     done_.store(true, std::memory_order_release);
   }
   // A sleeper registers under mu_ before checking Done(), so after the locked store above
@@ -78,6 +79,7 @@ void Request::Reset() {
   on_done_ = nullptr;
   bound_.clear();
   rows_taken_ = rows_done_ = 0;
+  timing_ = Timing();
   error_.reset();
   done_.store(false, std::memory_order_relaxed);
 }

@@ -6,9 +6,9 @@
 // pointed to and must stay valid until Done(). A runner recycles a request (its vectors and
 // output buffers) once nobody but the runner's pool holds it, so steady-state requests
 // allocate nothing.
-// Thread safety: Done/Wait/WaitFor/error/outputs may be called from any thread; outputs and
-// error are meaningful once Done() is true. The rest is private to the runner (the device
-// thread mutates progress fields; nothing else touches them).
+// Thread safety: Done/Wait/WaitFor/error/outputs/timing may be called from any thread; outputs,
+// error and timing are meaningful once Done() is true. The rest is private to the runner (the
+// device thread mutates progress fields; nothing else touches them).
 #pragma once
 
 #include <atomic>
@@ -39,6 +39,24 @@ class Request {
     bool runner_allocated = false;  // false: the caller's buffer
   };
 
+  // Where the request's time went, from steady_clock reads by the runner (one at enqueue and
+  // four per batch, so measuring costs the hot path next to nothing). Every request of a
+  // shared batch gets that batch's input/infer/output times; a request whose rows ran in
+  // several batches sums them. Times are steady_clock nanoseconds.
+  struct Timing {
+    int64_t enqueued_ns = 0;  // handed to the queues
+    int64_t started_ns = 0;   // its first batch started: it left the queue (0: it never ran)
+    int64_t done_ns = 0;      // completed
+    int64_t input_ns = 0;     // its batches' inputs gathered (rows copied into staging buffers)
+    int64_t infer_ns = 0;     // its batches' Main program runs
+    int64_t output_ns = 0;    // its batches' outputs scattered back to the requests
+    int batches = 0;          // batches that held its rows
+
+    // Waiting in the queues, including the wait for more rows to fill its first batch.
+    int64_t queue_ns() const { return (started_ns != 0 ? started_ns : done_ns) - enqueued_ns; }
+    int64_t total_ns() const { return done_ns - enqueued_ns; }
+  };
+
   int subgraph() const { return subgraph_; }
   // Rows along the batch axis (1 for a subgraph that only takes its exact compiled shapes).
   int64_t rows() const { return rows_; }
@@ -57,10 +75,11 @@ class Request {
   }
   // Every output of the subgraph, in its order.
   const std::vector<Output>& outputs() const { return outputs_; }
+  const Timing& timing() const { return timing_; }
 
  private:
   friend class ModelRunner;
-  void Complete(std::optional<Error> error);
+  void Complete(std::optional<Error> error, int64_t done_ns);
   // Back to the state of a new request, keeping the capacity of its vectors and buffers.
   void Reset();
 
@@ -78,6 +97,7 @@ class Request {
   std::vector<void*> bound_;  // data of the popped queue entries, in queue_ids_ order
   int64_t rows_taken_ = 0;    // rows placed into batches
   int64_t rows_done_ = 0;     // rows whose batch ran
+  Timing timing_;             // enqueued_ns is set by the submitting thread before it queues
   std::shared_ptr<Request> self_;  // keeps the request alive while the runner owns it
 
   mutable std::mutex mu_;

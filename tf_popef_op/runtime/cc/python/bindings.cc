@@ -157,6 +157,21 @@ class Future {
     return Results(p_);
   }
 
+  // Where the request's time went (Request::Timing), in nanoseconds.
+  py::dict timing() const {
+    if (!done())
+      throw Error(ErrorCode::kFailedPrecondition, "Future.timing(): the request is not done yet (wait() first)");
+    const Request::Timing& t = p_.request->timing();
+    py::dict d;
+    d["queue_ns"] = t.queue_ns();
+    d["compute_input_ns"] = t.input_ns;
+    d["compute_infer_ns"] = t.infer_ns;
+    d["compute_output_ns"] = t.output_ns;
+    d["total_ns"] = t.total_ns();
+    d["batches"] = t.batches;
+    return d;
+  }
+
   std::string repr() const {
     if (!done()) return "<Future pending>";
     return p_.request->error() ? "<Future failed: " + std::string(p_.request->error()->what()) + ">" : "<Future done>";
@@ -466,6 +481,12 @@ PYBIND11_MODULE(_runtime, m) {
            "Waits (seconds, None = forever); returns True once the request is done.")
       .def("result", &Future::result, py::arg("timeout") = py::none(),
            "The outputs dict; raises the request's error (DeadlineExceededError on timeout).")
+      .def("timing", &Future::timing,
+           "Once done: dict(queue_ns, compute_input_ns, compute_infer_ns, compute_output_ns, total_ns, batches). "
+           "queue_ns: queued until its first batch started (waiting for the batch to fill included); "
+           "compute_*: gathering inputs, running, scattering outputs, of every batch that held its rows "
+           "(a shared batch's times count for each of its requests); total_ns: queued until done; "
+           "batches: 0 if it never ran.")
       .def("__repr__", &Future::repr);
 
   py::class_<PyModelRunner>(m, "ModelRunner",
