@@ -23,6 +23,7 @@ DEFAULT_PIPELINE: List[str] = [
     "fuse_consecutive_transposes",
     "eliminate_nop_transpose",       # after fusion: two transposes may compose to identity
     "dead_code_elimination",
+    "eliminate_unused_inputs",       # after dead code goes: an input only dead nodes read is unread
     "eliminate_unused_initializers",
     "shape_inference",               # strict; every runtime tensor must now be static
     "sort_graph",

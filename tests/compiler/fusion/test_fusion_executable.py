@@ -114,6 +114,17 @@ def test_input_named_like_another_stream_keeps_no_alias():
                                                                    "graph0/stream1": "b"}
 
 
+def test_streams_keep_their_source_positions_when_an_unread_input_is_dropped():
+    # PopRT numbers a model's streams by input position: dropping unread input 0 must not turn
+    # input 1 into stream0.
+    model = make_model([helper.make_node("Relu", ["X"], ["O"])], [("unread", F32, [1, 2]), ("X", F32, [1, 2])],
+                       [("O", F32, [1, 2])])
+    exe = fuse_models([dict(input_model=model)])
+    assert [(a["name"], a["aliases"]) for a in exe.anchors("input")] == [("index", []),
+                                                                         ("graph0/stream1", ["graph0/X"])]
+    assert exe.opaque_json("fusion")["subgraphs"][0]["inputs"] == {"graph0/stream1": "X"}
+
+
 def test_output_that_is_a_constant_or_feeds_later_steps():
     nodes = [helper.make_node("Relu", ["X"], ["r"]), helper.make_node("Add", ["r", "X"], ["sum"])]
     model = make_model(nodes, [("X", F32, [2, 2])], [("r", F32, [2, 2]), ("sum", F32, [2, 2]), ("K", F32, [2])],
