@@ -23,11 +23,16 @@ DEFAULT_PIPELINE: List[str] = [
     "fuse_consecutive_transposes",
     "eliminate_nop_transpose",       # after fusion: two transposes may compose to identity
     "dead_code_elimination",
-    "eliminate_unused_inputs",       # after dead code goes: an input only dead nodes read is unread
     "eliminate_unused_initializers",
     "shape_inference",               # strict; every runtime tensor must now be static
     "sort_graph",
     "final_check",
+]
+
+# Registered passes the default pipeline leaves out because they change the model's declared
+# interface; a --passes / `passes:` list that names them runs them.
+OPT_IN_PASSES: List[str] = [
+    "eliminate_unused_inputs",       # like onnxruntime, a model keeps every input it declares by default
 ]
 
 # The passes that make a control-flow body (If branch, Loop body, as a standalone model) ready

@@ -4,10 +4,12 @@ from compiler.onnx_graph.graph_edit import node_uses, runtime_inputs
 
 @register("eliminate_unused_inputs", kind="eliminate")
 def eliminate_unused_inputs(model, ctx):
-    """Remove graph inputs no node (or subgraph) reads and no graph output names."""
-    # The compiled program never reads them, so the executable would otherwise ask every caller
-    # for data it throws away (tf2onnx lists tensors a Keras layer captured, and then folded, as
-    # inputs). onnxruntime keeps and requires them: skip this pass to keep such an input declared.
+    """Remove graph inputs no node (or subgraph) reads and no graph output names (opt-in, not in the default pipeline)."""
+    # Opt-in (pipeline.OPT_IN_PASSES): a declared input is part of the model's interface, which
+    # onnxruntime keeps and clients feed (ONNX's own backend tests feed CastLike's `like`, which
+    # its expanded form never reads), and a feed for an anchor the executable lacks is an error.
+    # Run it for a model whose exporter listed inputs it never meant (then the executable asks no
+    # caller for data it throws away).
     graph = model.graph
     read = {o.name for o in graph.output}
     for node in graph.node:

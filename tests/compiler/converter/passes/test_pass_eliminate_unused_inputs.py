@@ -4,7 +4,7 @@ import numpy as np
 from onnx import helper
 
 from compiler import Compiler
-from compiler.converter import Converter
+from compiler.converter import DEFAULT_PIPELINE, Converter
 from compiler_test_helpers import F32, assert_same_outputs, make_model, random_feeds, run_pass
 
 
@@ -58,14 +58,18 @@ def test_inputs_read_by_a_subgraph_or_passed_to_an_output_stay():
     assert [i.name for i in out.graph.input] == ["cond", "X", "P"] and lines == []
 
 
-def test_default_pipeline_drops_an_input_only_dead_code_reads_and_skipping_the_pass_keeps_it():
+# After dead_code_elimination, so that an input only dead nodes read is unread too.
+WITH_THE_PASS = DEFAULT_PIPELINE[:DEFAULT_PIPELINE.index("dead_code_elimination") + 1] + [
+    "eliminate_unused_inputs"] + DEFAULT_PIPELINE[DEFAULT_PIPELINE.index("dead_code_elimination") + 1:]
+
+
+def test_the_default_pipeline_keeps_declared_inputs_and_naming_the_pass_drops_them():
     nodes = [helper.make_node("Relu", ["X"], ["O"]), helper.make_node("Neg", ["D"], ["unused"])]
     model = make_model(nodes, [("X", F32, [2]), ("D", F32, [2])], [("O", F32, [2])])
-    assert [i.name for i in Converter().convert(model).graph.input] == ["X"]
-    kept = Converter(skip_passes=["eliminate_unused_inputs"]).convert(model)
-    assert [i.name for i in kept.graph.input] == ["X", "D"]
+    assert [i.name for i in Converter().convert(model).graph.input] == ["X", "D"]
+    assert [i.name for i in Converter(used_passes=WITH_THE_PASS).convert(model).graph.input] == ["X"]
 
 
 def test_the_compiled_executable_asks_only_for_the_inputs_it_reads():
-    exe = Compiler.compile(Converter().convert(_with_captured_constants()))
+    exe = Compiler.compile(Converter(used_passes=WITH_THE_PASS).convert(_with_captured_constants()))
     assert [a["name"] for a in exe.anchors() if a["direction"] == "input"] == ["image"]
