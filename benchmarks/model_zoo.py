@@ -108,24 +108,11 @@ def cached_onnx_path(spec: ModelSpec, log: Callable[[str], None] = print) -> str
     with tempfile.TemporaryDirectory() as folder:
         saved_model = os.path.join(folder, spec.name)
         spec.build_keras().export(saved_model, verbose=False)
-        model = drop_unused_inputs(tensorflow_to_onnx(saved_model), log)
+        model = tensorflow_to_onnx(saved_model)
     partial = path + ".partial"
     onnx.save(model, partial)
     os.replace(partial, path)  # a crash mid-write never leaves a truncated cache entry
     return path
-
-
-def drop_unused_inputs(model, log: Callable[[str], None] = print):
-    """Removes graph inputs no node reads. Keras' Normalization layer (EfficientNet's preprocessing)
-    keeps its mean and variance as tensors captured at build time, which the export leaves as
-    extra graph inputs ("unknown:0") that nothing consumes; every runtime would ask for them."""
-    read = {i for n in model.graph.node for i in n.input} | {o.name for o in model.graph.output}
-    unused = [i for i in model.graph.input if i.name not in read]
-    for i in unused:
-        model.graph.input.remove(i)
-    if unused:
-        log(f"  dropped graph inputs no node reads: {', '.join(i.name for i in unused)}")
-    return model
 
 
 if __name__ == "__main__":  # pre-populate the cache: python benchmarks/model_zoo.py [--quick] [MODEL...]

@@ -29,6 +29,12 @@ DEFAULT_PIPELINE: List[str] = [
     "final_check",
 ]
 
+# Registered passes the default pipeline leaves out because they change the model's declared
+# interface; a --passes / `passes:` list that names them runs them.
+OPT_IN_PASSES: List[str] = [
+    "eliminate_unused_inputs",       # like onnxruntime, a model keeps every input it declares by default
+]
+
 # The passes that make a control-flow body (If branch, Loop body, as a standalone model) ready
 # for lowering: the compile step hands prepare_control_flow_body to the lowering.
 CONTROL_FLOW_BODY_PIPELINE: List[str] = ["constant_folding", "unroll_control_flow", "shape_inference"]

@@ -32,7 +32,11 @@ def concrete_function_to_onnx(function, opset: int, label: str) -> onnx.ModelPro
     from tf2onnx import convert, tf_loader  # noqa: F401
     from compiler.frontends.tf_op_handlers import CUSTOM_OP_HANDLERS
 
-    input_names = [t.name for t in function.inputs if t.dtype != tf.dtypes.resource]
+    # function.inputs ends with the captured tensors: variables (resources, frozen into
+    # constants) and plain tensors a layer captured (Keras' Normalization keeps its mean and
+    # variance so), which freezing also makes constants; as graph inputs they would be unread.
+    arguments = function.inputs[:len(function.inputs) - len(function.captured_inputs)]
+    input_names = [t.name for t in arguments if t.dtype != tf.dtypes.resource]
     output_names = [t.name for t in function.outputs if t.dtype != tf.dtypes.resource]
     renames = signature_names(tf, function, input_names, output_names)
     try:

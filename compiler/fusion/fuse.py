@@ -28,7 +28,7 @@ from compiler.lowering.ir import LoweredGraph
 from compiler.lowering.lower_graph import lower_graph
 from compiler.lowering.memory_plan import ArenaPlan, plan_arena
 from compiler.lowering.weights import StoredWeight, WeightStore
-from compiler.onnx_graph.graph_edit import opset_version
+from compiler.onnx_graph.graph_edit import opset_version, runtime_inputs
 from compiler.options import CompilerOptions
 from compiler.popef_writer import EmittedPopef, emit_popef
 from compiler.version import PRODUCER
@@ -112,12 +112,13 @@ def _lower_one(index: int, entry: FusionEntry, options: CompilerOptions,
     except CompileError as e:
         raise _with_where(e, entry.where) from None
     _check_unique_outputs(model, index, label)
+    source_inputs = [i.name for i in runtime_inputs(model.graph)]
     converted = converter.convert(model)
     lowered = lower_graph(apply_kernel_fusion(converted, options, label), _SubgraphWeights(weights, subgraph_prefix(index)), label, entry.name,
                           batch_size, batch_axis, prepare_control_flow_body)
     check_anchor_sizes(lowered.anchor_tensors("input") + lowered.anchor_tensors("output"),
                        available_bytes(options.num_ipus, options.device_memory_bytes), options.ipu_version, label)
-    graph, names = rename_subgraph(lowered, index, label)
+    graph, names = rename_subgraph(lowered, index, label, source_inputs)
     origin = SubgraphOrigin(entry.source_label(), entry.precision, opset_version(converted))
     record = {"index": index, "name": entry.name, "source_model": entry.source_label(),
               "converter_options": converter.options, "passes": list(converter.passes_run)}

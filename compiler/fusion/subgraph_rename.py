@@ -2,7 +2,7 @@
 gets the `graph{i}/` prefix (names stay unique across subgraphs and say which model they come
 from) and the anchors get their fused names (anchor_names)."""
 import dataclasses
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from compiler.errors import ConversionError
 from compiler.fusion.anchor_names import input_alias, input_anchor, output_anchor, subgraph_prefix
@@ -17,11 +17,15 @@ class AnchorRename:
     aliases: Tuple[str, ...] = ()
 
 
-def rename_subgraph(graph: LoweredGraph, index: int, model_label: str) -> Tuple[LoweredGraph, List[AnchorRename]]:
+def rename_subgraph(graph: LoweredGraph, index: int, model_label: str,
+                    source_inputs: Optional[Sequence[str]] = None) -> Tuple[LoweredGraph, List[AnchorRename]]:
     """A renamed copy of `graph` (lowered with the model's own names) and its anchor renames,
-    inputs then outputs in the model's order."""
+    inputs then outputs in the model's order. Streams are numbered by position among
+    `source_inputs` (the source model's inputs; default: the graph's), so an input the converter
+    dropped as unread leaves its number unused instead of shifting the later streams."""
     prefix = subgraph_prefix(index)
-    inputs = {original: input_anchor(index, k) for k, original in enumerate(graph.inputs)}
+    position = {name: k for k, name in enumerate(graph.inputs if source_inputs is None else source_inputs)}
+    inputs = {original: input_anchor(index, position[original]) for original in graph.inputs}
     outputs = {original: output_anchor(index, original) for original in graph.outputs}
     by_fused_input = {fused: original for original, fused in inputs.items()}
     for original, fused in outputs.items():

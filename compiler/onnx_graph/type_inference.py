@@ -7,11 +7,12 @@ from typing import Dict, List, Optional
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 from compiler.errors import ConversionError
 from compiler.onnx_graph import internal_ops  # noqa: F401  (registers the ai.tfpopef schemas with ONNX)
 from compiler.onnx_graph import subgraph_model
+from compiler.onnx_graph.graph_edit import subgraphs
 from compiler.onnx_graph.tensor_types import TensorType, type_of_initializer, type_of_value_info, write_type
 
 # Initializers up to this many elements stay in the inference copy: data propagation needs the
@@ -111,6 +112,34 @@ def _infer_types(model: onnx.ModelProto, strict: bool, model_name: str,
         if declared is not None and (have is None or (have.shape is None and declared.shape is not None)):
             types[out.name] = declared
     return InferredTypes(types, list(inferred.graph.value_info))
+
+
+def infer_node_types(node: onnx.NodeProto, input_types: Dict[str, TensorType], input_values: Dict[str, np.ndarray],
+                     opsets: Dict[str, int]) -> Dict[str, TensorType]:
+    """ONNX's inference of one node's output types from its input types and the values of its
+    constant inputs (name -> value); {} when an input type is unknown or inference cannot say."""
+    if subgraphs(node):  # their outputs depend on the body: infer_types handles them
+        return {}
+    domain = "" if node.domain == "ai.onnx" else node.domain
+    if any(name and name not in input_types for name in node.input) or domain not in opsets:
+        return {}
+    try:
+        schema = onnx.defs.get_schema(node.op_type, opsets[domain], domain)
+        types = {name: helper.make_tensor_type_proto(t.elem_type, t.shape) for name, t in input_types.items()
+                 if name in node.input}
+        data = {name: numpy_helper.from_array(v, name) for name, v in input_values.items() if name in node.input}
+        inferred = onnx.shape_inference.infer_node_outputs(
+            schema, node, types, data, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets.items()])
+    except Exception:  # no schema at this opset, or inference rejects the node: nothing learned
+        return {}
+    result = {}
+    for name, type_proto in inferred.items():
+        vi = onnx.ValueInfoProto()
+        vi.type.CopyFrom(type_proto)
+        t = type_of_value_info(vi)
+        if t is not None:
+            result[name] = t
+    return result
 
 
 def body_output_types(model: onnx.ModelProto, model_name: str) -> List[Optional[TensorType]]:

@@ -104,12 +104,3 @@ def test_blocks_run_consecutively_and_drop_each_blocks_first_call():
     samples = blocks({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, runs=2, rounds=2)
     assert calls == ["a"] * 3 + ["b"] * 3 + ["b"] * 3 + ["a"] * 3  # 1 untimed + 2 timed per block
     assert [len(samples["a"]), len(samples["b"])] == [4, 4]
-
-
-def test_graph_inputs_no_node_reads_are_dropped_from_an_export():
-    from model_zoo import drop_unused_inputs
-    model = _model([helper.make_node("Relu", ["X"], ["Y"])], [("X", (1, 3)), ("unknown:0", (1, 3))], ["Y"], [])
-    logged = []
-    drop_unused_inputs(model, logged.append)
-    assert [i.name for i in model.graph.input] == ["X"]
-    assert "unknown:0" in logged[0]

@@ -167,3 +167,18 @@ def test_keras_model_with_dict_outputs_names_anchors_by_key(tmp_path):
     assert sorted(got) == ["aa", "zz"]
     for key in ("aa", "zz"):
         assert_close(got[key], np.asarray(want[key]), TOLERANCE["fp32"], key)
+
+
+def test_tensors_a_layer_captured_are_constants_not_inputs(tmp_path):
+    # Normalization keeps a given mean and variance as plain tensors the exported function
+    # captures (EfficientNet's and ConvNeXt's preprocessing): the model's only input is the image.
+    images = keras.Input((4, 4, 3), name="images")
+    normalized = keras.layers.Normalization(mean=[0.5, 0.25, -1.0], variance=[4.0, 0.25, 1.0])(images)
+    model = keras.Model(images, keras.layers.Dense(2)(normalized))
+    path = str(tmp_path / "normalized")
+    model.export(path, verbose=False)
+    exported = tensorflow_to_onnx(path)
+    assert [i.name for i in exported.graph.input] == ["images"]
+    feed = np.random.default_rng(0).standard_normal((2, 4, 4, 3)).astype(np.float32)
+    got = run_on_emulator(Converter(batch_size=2).convert(exported), {"images": feed})
+    assert_close(next(iter(got.values())), np.asarray(model(feed)), TOLERANCE["fp32"])

@@ -6,9 +6,9 @@ from onnx import helper, numpy_helper
 from compiler.converter.pass_registry import register
 from compiler.onnx_graph.constants import Constants, is_constant_node
 from compiler.onnx_graph.graph_edit import opset_version, remove_nodes, remove_value_info, subgraphs
-from compiler.onnx_graph.tensor_types import DTYPE_NAMES
+from compiler.onnx_graph.tensor_types import DTYPE_NAMES, TensorType
 from compiler.onnx_graph.topo_order import topological_order
-from compiler.onnx_graph.type_inference import infer_types
+from compiler.onnx_graph.type_inference import infer_node_types, infer_types
 
 # Folding these would freeze one random draw into the model.
 _NON_DETERMINISTIC = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike",
@@ -18,6 +18,9 @@ _NON_DETERMINISTIC = {"RandomNormal", "RandomNormalLike", "RandomUniform", "Rand
 # node is left for the lowering.
 _MAX_PADDED_ELEMENTS = 1 << 24
 _WINDOW_OPS = {"Conv", "ConvTranspose", "ConvInteger", "QLinearConv", "MaxPool", "AveragePool", "LpPool"}
+# Constant inputs up to this many elements are shown to the inference of a node that stays (the
+# shape-like values a Reshape/Expand/Slice reads; weights never decide a shape).
+_MAX_SHAPE_VALUE_ELEMENTS = 4096
 # Each round re-runs shape inference, which may make more Shape nodes static; real models settle
 # in two or three rounds.
 _MAX_ROUNDS = 16
@@ -38,7 +41,7 @@ def _fold_round(model, ctx, opsets) -> bool:
     graph = model.graph
     if not graph.node:
         return False
-    types = infer_types(model, strict=False, model_name=ctx.model_name)
+    types = dict(infer_types(model, strict=False, model_name=ctx.model_name).types)
     constants = Constants(graph, opsets[""], ctx.model_name)
     folded, new_values = [], {}
     nodes = list(graph.node)
@@ -46,11 +49,13 @@ def _fold_round(model, ctx, opsets) -> bool:
         node = nodes[idx]
         values = _try_fold(node, constants, types, ctx, opsets)
         if values is None:
+            _refine_types(node, types, constants, opsets)
             continue
         folded.append(node)
         for name, value in values:
             constants.add(name, value)
             new_values[name] = value
+            types[name] = TensorType(helper.np_dtype_to_tensor_dtype(value.dtype), value.shape)
     if not folded:
         return False
     remove_nodes(graph, folded)
@@ -103,6 +108,24 @@ def _try_fold(node, constants, types, ctx, opsets) -> Optional[List[Tuple[str, n
             return None
         folded.append((name, value))
     return folded
+
+
+def _refine_types(node, types, constants, opsets) -> None:
+    """Gives a node that stays the static output types its inputs now allow. The round's shape
+    inference ran before its folds: a Reshape whose target was only folded now (a Concat of
+    ReduceProd/Max of Shape values, which ONNX data propagation does not evaluate) had unknown
+    output dims, and so had everything after it until a broadcast against a static dim other
+    than 1 pins them again. At batch 1 nothing does (1 broadcasts against any dim), so without
+    this each transformer block would take its own rounds."""
+    outputs = [name for name in node.output if name]
+    if all(name in types and types[name].is_static for name in outputs):
+        return
+    inputs = {name: types[name] for name in node.input if name in types}
+    values = {name: constants.value(name) for name, t in inputs.items()
+              if name in constants and t.is_static and t.numel <= _MAX_SHAPE_VALUE_ELEMENTS}
+    for name, t in infer_node_types(node, inputs, values, opsets).items():
+        if t.is_static and name in outputs:
+            types[name] = t
 
 
 def _padded_elements(node, feeds) -> int:

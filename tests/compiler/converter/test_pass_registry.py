@@ -3,7 +3,7 @@ from onnx import helper
 
 from compiler.converter import DEFAULT_PIPELINE, Converter, get_pass, list_all_passes, register
 from compiler.converter import pass_registry
-from compiler.converter.pipeline import resolve_pipeline
+from compiler.converter.pipeline import OPT_IN_PASSES, resolve_pipeline
 from compiler.errors import UnknownPassError
 from compiler.kernel_fusion import KERNEL_FUSION_PIPELINE
 from compiler_test_helpers import F32, make_model, op_types, run_pass
@@ -20,8 +20,10 @@ def test_every_default_pass_is_registered_with_a_description():
 def test_list_is_sorted_and_complete():
     names = [p.name for p in list_all_passes()]
     assert names == sorted(names)
-    # Every pass runs in the converter's pipeline or in the compile step's kernel fusions.
-    assert set(names) == set(DEFAULT_PIPELINE) | set(KERNEL_FUSION_PIPELINE)
+    # Every pass runs in the converter's pipeline or in the compile step's kernel fusions, or is
+    # one of the converter's opt-in passes.
+    assert set(names) == set(DEFAULT_PIPELINE) | set(KERNEL_FUSION_PIPELINE) | set(OPT_IN_PASSES)
+    assert not set(OPT_IN_PASSES) & set(DEFAULT_PIPELINE)
 
 
 def test_unknown_pass_name_lists_known_ones():

@@ -5,6 +5,7 @@ import onnx
 from onnx import helper
 
 from compiler import Compiler, CompilerOptions
+from compiler.converter import DEFAULT_PIPELINE
 from compiler.fusion import FusionEntry, fuse_models, lower_fused
 from popef.reader import PopefFile
 from compiler_test_helpers import F32, make_model
@@ -112,6 +113,17 @@ def test_input_named_like_another_stream_keeps_no_alias():
         ("index", []), ("graph0/stream0", []), ("graph0/stream1", ["graph0/b"])]
     assert exe.opaque_json("fusion")["subgraphs"][0]["inputs"] == {"graph0/stream0": "stream1",
                                                                    "graph0/stream1": "b"}
+
+
+def test_streams_keep_their_source_positions_when_an_unread_input_is_dropped():
+    # PopRT numbers a model's streams by input position: dropping unread input 0 (an entry's
+    # `passes` naming eliminate_unused_inputs) must not turn input 1 into stream0.
+    model = make_model([helper.make_node("Relu", ["X"], ["O"])], [("unread", F32, [1, 2]), ("X", F32, [1, 2])],
+                       [("O", F32, [1, 2])])
+    exe = fuse_models([dict(input_model=model, passes=DEFAULT_PIPELINE + ["eliminate_unused_inputs"])])
+    assert [(a["name"], a["aliases"]) for a in exe.anchors("input")] == [("index", []),
+                                                                         ("graph0/stream1", ["graph0/X"])]
+    assert exe.opaque_json("fusion")["subgraphs"][0]["inputs"] == {"graph0/stream1": "X"}
 
 
 def test_output_that_is_a_constant_or_feeds_later_steps():

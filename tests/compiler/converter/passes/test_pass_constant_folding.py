@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 from onnx import helper, numpy_helper
 
+from compiler.converter.passes import constant_folding
 from compiler_test_helpers import F32, I64, assert_same_outputs, make_model, op_types, random_feeds, run_pass
 
 
@@ -51,6 +52,27 @@ def test_shape_only_subgraph_feeding_reshape_folds_at_opset_11():
     assert op_types(out) == ["Reshape"]
     assert _initializer(out, "target").tolist() == [2, 12]
     assert [d.dim_value for d in out.graph.output[0].type.tensor_type.shape.dim] == [2, 12]
+    assert_same_outputs(model, out, random_feeds(model))
+
+
+def test_shapes_made_static_by_a_fold_are_used_in_the_same_round():
+    # Each block reshapes by a target ONNX data propagation cannot evaluate (ReduceProd of a
+    # Shape, as tf2onnx writes for an Einsum), so inference leaves the Reshape's dims unknown, and
+    # the Add against a [1] constant keeps them unknown (1 broadcasts against anything): the next
+    # block's Shape is static only once the previous target is folded. More blocks than folding
+    # rounds, so a pass that waits for the next round's inference would stop halfway.
+    blocks = constant_folding._MAX_ROUNDS + 4
+    nodes = []
+    for k in range(blocks):
+        h, nxt = f"h{k}", f"h{k + 1}" if k + 1 < blocks else "O"
+        nodes += [helper.make_node("Shape", [h], [f"s{k}"]),
+                  helper.make_node("ReduceProd", [f"s{k}"], [f"n{k}"], keepdims=1),
+                  helper.make_node("Reshape", [h, f"n{k}"], [f"r{k}"]),
+                  helper.make_node("Add", [f"r{k}", "one"], [nxt])]
+    model = make_model(nodes, [("h0", F32, [6])], [("O", F32, None)], {"one": np.ones(1, np.float32)})
+    out = run_pass(model, ["constant_folding", "shape_inference"])
+    assert op_types(out) == ["Reshape", "Add"] * blocks
+    assert [d.dim_value for d in out.graph.output[0].type.tensor_type.shape.dim] == [6]
     assert_same_outputs(model, out, random_feeds(model))
 
 
