@@ -193,6 +193,15 @@ def test_a_body_temporary_on_a_carried_body_input_is_refused(while_executable):
     assert "h_in' [" in message and "total' [" in message and "of program 'main/the_while/body'" in message
 
 
+def test_a_loop_result_on_its_own_formals_bytes_is_refused():
+    # The Loop step copies results into formals one by one: with a swap of two carried values,
+    # a result sharing its formal's bytes would be overwritten before its copy.
+    def edit(doc):
+        _tensor(doc, "outer_loop/body/a_in:result")["offset"] = _tensor(doc, "outer_loop/body/a_in")["offset"]
+    message = load_error(_edit(_compiled(models.if_in_loop_model()), edit))
+    assert "'outer_loop/body/a_in' [" in message and "'outer_loop/body/a_in:result' [" in message
+
+
 def test_a_sub_program_run_by_two_control_steps_is_refused(if_executable):
     def edit(doc):
         main = doc["programs"]["main"]
@@ -208,3 +217,49 @@ def test_the_fuzz_reproducer_is_refused_by_the_arena_check():
     with open(path, "rb") as f:
         message = load_error(f.read())
     assert "arena plan:" in message and "overlaps" in message
+
+
+def _moved_offsets(executable, rng):
+    """The executable with a doubled arena and one to four arena tensors moved to random aligned
+    offsets."""
+    popef = PopefFile(executable.to_bytes())
+    doc, meta = popef.executable, popef.metadata
+    doc["arena_bytes"] = meta["device_memory"]["arena_bytes"] = 2 * doc["arena_bytes"]
+    meta["device_memory"].pop("total_bytes", None)
+    arena = [t for t in doc["tensors"] if t["storage"] == "arena"]
+    for t in rng.choice(arena, size=rng.integers(1, min(4, len(arena)) + 1), replace=False):
+        nbytes = int(np.prod(t["shape"])) * np.dtype(t["dtype"]).itemsize
+        t["offset"] = 64 * int(rng.integers(0, (doc["arena_bytes"] - nbytes) // 64 + 1))
+    payload = {BlobType.EXECUTABLE: json_payload(doc), BlobType.METADATA: json_payload(meta)}
+    return encode_popef([(b.type, b.name, payload.get(b.type, bytes(b.payload))) for b in popef.blobs])
+
+
+@pytest.mark.parametrize("factory,feeds", [
+    (models.if_in_loop_model, [{"x": np.array([1, 2], np.float32), "steps": np.array(s, np.int64),
+                                "a": np.array([1, 2], np.float32), "b": np.array([3, 4], np.float32)}
+                               for s in ([2, 3], [1, 0])]),
+    (models.loop_in_loop_in_if_model, [{"x": np.array([1, -2, 3], np.float32), "steps": np.array(s, np.int64)}
+                                       for s in ([1, 2], [-1, 0])]),
+])
+def test_every_accepted_plan_computes_the_compilers_outputs(factory, feeds):
+    # Moved offsets are either refused by the arena check or change no output bit.
+    executable = _compiled(factory())
+    with runtime.ModelRunner(executable) as runner:
+        want = [runner.execute(f) for f in feeds]
+    rng = np.random.default_rng(0)
+    outcomes = {"refused": 0, "accepted": 0}
+    for _ in range(30):
+        data = _moved_offsets(executable, rng)
+        try:
+            runner = runtime.ModelRunner(data)
+        except runtime.InvalidArgumentError as e:
+            assert "arena plan:" in str(e)
+            outcomes["refused"] += 1
+            continue
+        with runner:
+            for f, w in zip(feeds, want):
+                got = runner.execute(f)
+                for name, value in w.items():
+                    np.testing.assert_array_equal(got[name], value, err_msg=name)
+        outcomes["accepted"] += 1
+    assert outcomes["refused"] and outcomes["accepted"], outcomes

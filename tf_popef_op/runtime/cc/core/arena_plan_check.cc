@@ -50,6 +50,7 @@ class TreeCheck {
   };
   struct Live {
     bool used = false;
+    bool pinned = false;  // a loop body's formal input or result
     int writes = 0;
     Range first, last;               // the use starting first, the one ending last
     int first_program = -1, last_program = -1;
@@ -126,7 +127,10 @@ class TreeCheck {
           for (int t : ops.enclosing) Use(t, p, r);
           // A loop body's formals and results: live through the whole body.
           const int body = s.control->body_program;
-          for (int t : ops.body) Use(t, body, info_[body].span);
+          for (int t : ops.body) {
+            Use(t, body, info_[body].span);
+            live_[t].pinned = true;
+          }
         } else if (s.kind == Step::Kind::kKernel) {
           for (int t : s.inputs) Use(t, p, r);
           for (int t : s.outputs) Use(t, p, r);
@@ -166,7 +170,9 @@ class TreeCheck {
 
   // A Reshape whose output sits exactly on its input's bytes is a view: one buffer. Only when
   // each is written once (so they always hold the same bytes) and both belong to the program
-  // running the Reshape, as the compiler plans them; otherwise the two are checked apart.
+  // running the Reshape, as the compiler plans them, and neither is a loop body's formal or
+  // result (the Loop step copies results into formals one by one, so a result sharing a
+  // formal's bytes would be overwritten before it is copied); otherwise they are checked apart.
   void GroupViews() {
     group_.resize(tensors_.size());
     for (size_t t = 0; t < group_.size(); ++t) group_[t] = static_cast<int>(t);
@@ -175,7 +181,7 @@ class TreeCheck {
       const Live &ls = live_[v.src], &ld = live_[v.dst];
       if (src.storage != Storage::kArena || dst.storage != Storage::kArena || src.offset != dst.offset ||
           src.desc.nbytes() != dst.desc.nbytes() || ls.owner != v.program || ld.owner != v.program ||
-          ld.writes != 1 || ls.writes > 1)
+          ld.writes != 1 || ls.writes > 1 || ls.pinned || ld.pinned)
         continue;
       group_[Find(v.dst)] = Find(v.src);
     }
@@ -246,7 +252,16 @@ class TreeCheck {
 
   [[noreturn]] void Overlap(int live, int added, const std::vector<Range>& range) const {
     auto lifetime = [&](int t) {
-      return "'" + tensors_[t].name + "' from " + PointName(range[t].start) + " to " + PointName(range[t].end);
+      std::string views;
+      for (size_t v = 0; v < group_.size(); ++v) {
+        int g = static_cast<int>(v);
+        while (group_[g] != g) g = group_[g];
+        if (g == t && static_cast<int>(v) != t)
+          views += (views.empty() ? " with its views '" : "', '") + tensors_[v].name;
+      }
+      if (!views.empty()) views += "'";
+      return "'" + tensors_[t].name + "'" + views + " from " + PointName(range[t].start) + " to " +
+             PointName(range[t].end);
     };
     Fail(Describe(live) + " overlaps " + Describe(added) + " in the arena while both are live at " +
          PointName(range[added].start) + " (live: " + lifetime(live) + "; " + lifetime(added) + ")");
