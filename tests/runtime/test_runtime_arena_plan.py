@@ -193,6 +193,21 @@ def test_a_body_temporary_on_a_carried_body_input_is_refused(while_executable):
     assert "h_in' [" in message and "total' [" in message and "of program 'main/the_while/body'" in message
 
 
+def test_a_body_tensor_read_before_the_body_writes_it_lives_through_the_whole_body(while_executable):
+    # The body reads 'total' (h_out = total + x) before ReduceSum writes it: the value read is
+    # the previous iteration's, so no other tensor of the body may take its bytes meanwhile.
+    def edit(doc):
+        body = doc["programs"][next(s for s in doc["programs"]["main"] if s["op"] == "Loop")["body"]]
+        ids = {t["name"].rsplit("/", 1)[-1]: t["id"] for t in doc["tensors"]}
+        add = next(s for s in body if s["op"] == "Add" and s["inputs"][0] == ids["hh"])
+        add["inputs"][0] = ids["total"]
+        next(s for s in body if s["op"] == "Less")["inputs"][0] = ids["half"]
+        _tensor(doc, "the_while/body/n_out")["offset"] = _tensor(doc, "the_while/body/total")["offset"]
+    message = load_error(_edit(while_executable, edit))
+    assert ("'the_while/body/total' from the start of program 'main/the_while/body' to the end of program "
+            "'main/the_while/body'") in message
+
+
 def test_a_loop_result_on_its_own_formals_bytes_is_refused():
     # The Loop step copies results into formals one by one: with a swap of two carried values,
     # a result sharing its formal's bytes would be overwritten before its copy.

@@ -52,6 +52,7 @@ class TreeCheck {
     bool used = false;
     bool pinned = false;  // a loop body's formal input or result
     int writes = 0;
+    int64_t first_read = INT64_MAX, first_write = INT64_MAX;  // start points of the first such use
     Range first, last;               // the use starting first, the one ending last
     int first_program = -1, last_program = -1;
     int outermost = -1, innermost = -1;  // use programs with the least/greatest start point
@@ -137,7 +138,11 @@ class TreeCheck {
           if (s.op == "Reshape" && s.inputs.size() == 1 && s.outputs.size() == 1)
             views_.push_back(View{p, s.inputs[0], s.outputs[0]});
         }
-        for (int t : s.outputs) ++live_[t].writes;
+        for (int t : s.inputs) live_[t].first_read = std::min(live_[t].first_read, r.start);
+        for (int t : s.outputs) {
+          ++live_[t].writes;
+          live_[t].first_write = std::min(live_[t].first_write, r.start);
+        }
       }
     }
   }
@@ -161,6 +166,12 @@ class TreeCheck {
     // The common ancestor of a set of tree nodes is that of the first and last in preorder.
     l.owner = CommonAncestor(l.outermost, l.innermost);
     l.range = Range{Widen(l.first, l.first_program, l.owner).start, Widen(l.last, l.last_program, l.owner).end};
+    // Read before any step writes it: an input of its owner, live from the owner's start; if a
+    // later step writes it, also to the owner's end (a loop body carries the value around).
+    if (l.first_read < l.first_write) {
+      l.range.start = info_[l.owner].span.start;
+      if (l.first_write != INT64_MAX) l.range.end = info_[l.owner].span.end;
+    }
   }
 
   int Find(int t) {
