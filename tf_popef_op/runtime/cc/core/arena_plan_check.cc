@@ -55,7 +55,7 @@ class TreeCheck {
     int64_t first_read = INT64_MAX, first_write = INT64_MAX;  // start points of the first such use
     Range first, last;               // the use starting first, the one ending last
     int first_program = -1, last_program = -1;
-    int outermost = -1, innermost = -1;  // use programs with the least/greatest start point
+    int first_in_preorder = -1, last_in_preorder = -1;  // use programs with the least/greatest start point
     int owner = -1;
     Range range;                     // the live range, widened to the owner's steps
   };
@@ -108,13 +108,13 @@ class TreeCheck {
     if (!l.used) {
       l.used = true;
       l.first = l.last = r;
-      l.first_program = l.last_program = l.outermost = l.innermost = program;
+      l.first_program = l.last_program = l.first_in_preorder = l.last_in_preorder = program;
       return;
     }
     if (r.start < l.first.start) l.first = r, l.first_program = program;
     if (r.end > l.last.end) l.last = r, l.last_program = program;
-    if (pre < info_[l.outermost].span.start) l.outermost = program;
-    if (pre > info_[l.innermost].span.start) l.innermost = program;
+    if (pre < info_[l.first_in_preorder].span.start) l.first_in_preorder = program;
+    if (pre > info_[l.last_in_preorder].span.start) l.last_in_preorder = program;
   }
 
   void CollectUses() {
@@ -164,7 +164,7 @@ class TreeCheck {
   void ComputeLiveRange(int t) {
     Live& l = live_[t];
     // The common ancestor of a set of tree nodes is that of the first and last in preorder.
-    l.owner = CommonAncestor(l.outermost, l.innermost);
+    l.owner = CommonAncestor(l.first_in_preorder, l.last_in_preorder);
     l.range = Range{Widen(l.first, l.first_program, l.owner).start, Widen(l.last, l.last_program, l.owner).end};
     // Read before any step writes it: an input of its owner, live from the owner's start; if a
     // later step writes it, also to the owner's end (a loop body carries the value around).
