@@ -4,7 +4,9 @@ Each arena tensor lives from the step producing it to the last step reading it (
 a step's outputs never share bytes with its inputs). A Reshape whose input and output are both
 in the arena is a view: the output takes its input's bytes, which then live until the last
 reader of either. Buffers are placed greedily, largest first, at the lowest 64-byte aligned
-offset that does not overlap any already placed buffer whose lifetime overlaps its own.
+offset that does not overlap any already placed buffer whose lifetime overlaps its own. A
+loop body's pinned tensors (below) are never views: a view's bytes are only kept while its
+source's buffer is, not for the whole body.
 
 Control flow (If/Loop steps, compiler/lowering/control_flow.py) is planned from the inside out:
 each sub-program gets its own plan over the tensors it defines (step indices are its own; a
@@ -58,7 +60,7 @@ def _plan_program(graph: LoweredGraph, steps: List[KernelStep], arena: Set[str],
     root: Dict[str, str] = {n: n for n in own}
     for step in steps:
         if (step.op == "Reshape" and not isinstance(step, ControlStep) and step.inputs[0] in own
-                and step.outputs[0] in own and step.inputs[0] not in pinned_set):
+                and step.outputs[0] in own and not {step.inputs[0], step.outputs[0]} & pinned_set):
             src, dst = step.inputs[0], step.outputs[0]
             if graph.tensors[src].nbytes == graph.tensors[dst].nbytes:
                 root[dst] = root[src]  # inputs are produced earlier, so root[src] is final

@@ -99,6 +99,27 @@ def if_in_loop_model():
                   [("v", F32, None), ("a_final", F32, None), ("b_final", F32, None)], inits)
 
 
+def loop_result_viewing_a_body_tensor_model():
+    """h <- reshape(h * 0.5 + x) for i < M (M an input), the body computing more temporaries
+    after that reshape: the carried result is a view of a body tensor whose bytes the later
+    temporaries may not take, since the Loop step reads the result after the body."""
+    body = helper.make_graph(
+        [helper.make_node("Mul", ["h_in", "half"], ["hh"]),
+         helper.make_node("Add", ["hh", "x"], ["pre"]),
+         helper.make_node("Reshape", ["pre", "shape"], ["h_out"]),
+         helper.make_node("Mul", ["x", "x"], ["sq"]),
+         helper.make_node("Add", ["sq", "x"], ["sq2"]),
+         helper.make_node("ReduceSum", ["sq2"], ["total"], keepdims=0),
+         helper.make_node("Less", ["total", "limit"], ["cond_out"])],
+        "body",
+        [helper.make_tensor_value_info("i", I64, []), helper.make_tensor_value_info("cond_in", B, []),
+         helper.make_tensor_value_info("h_in", F32, [4])],
+        [helper.make_tensor_value_info("cond_out", B, []), helper.make_tensor_value_info("h_out", F32, [4])])
+    nodes = [helper.make_node("Loop", ["M", "", "h0"], ["h_final"], body=body, name="viewing_loop")]
+    inits = {"half": np.float32(0.5), "h0": np.zeros(4, np.float32), "shape": np.array([4], np.int64)}
+    return _model(nodes, [("x", F32, [4]), ("limit", F32, []), ("M", I64, [])], [("h_final", F32, None)], inits)
+
+
 def scan_loop_model(trips=6):
     """h <- tanh(h @ W + x[i]) for a constant trip count, scanning h out (a condition that
     stays true): static M, so scan outputs have a static shape."""

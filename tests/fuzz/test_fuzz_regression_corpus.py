@@ -44,31 +44,3 @@ def test_reproducer_runs_clean(target, path):
     with open(path, "rb") as f:
         _target(target).check(f.read())
 
-
-def _open_cases():
-    folder = os.path.join(HERE, "corpus_open", "runtime_popef")
-    for name in sorted(os.listdir(folder)):
-        yield pytest.param(os.path.join(folder, name), id=name)
-
-
-@pytest.mark.xfail(strict=True, reason="open: the runtime does not check that arena tensors live at the same "
-                                       "time do not overlap (docs/reliability.md, Open findings)")
-@pytest.mark.parametrize("path", list(_open_cases()))
-def test_open_finding_arena_overlap_is_still_accepted_with_wrong_outputs(path):
-    import numpy as np
-    from popef.reader import PopefFile
-    from tf_popef_op import runtime as rt
-    module = _target("runtime_popef")
-    with open(path, "rb") as f:
-        data = f.read()
-    try:
-        runner = rt.ModelRunner(data)
-    except rt.Error:
-        return  # refused: fixed, so the strict xfail fails and the file moves to corpus/runtime_popef
-    with runner:
-        feeds = module.make_inputs(runner)
-        outputs = runner.execute(feeds)
-    _, expected = module.oracle().expected(module.program_fingerprint(PopefFile(data)), feeds)
-    assert expected is not None
-    for name, value in expected.items():
-        np.testing.assert_array_equal(outputs[name], value)

@@ -16,14 +16,9 @@ everything the runtime must either check or not depend on: batch sizes and axes,
 and subgraph fields, the TensorData table, arena offsets, device_memory, names. So a mutation
 of weight bytes, an attribute or an edge gives a new fingerprint (no comparison: a different
 program may compute anything), while a mutated batch size, offset, anchor list or program flow
-that the runtime accepts must not change a single output value.
-
-KNOWN_OPEN_ARENA_OVERLAP: the runtime trusts the arena plan. A file whose arena offsets place two
-tensors that are live at the same time on the same bytes is accepted and computes wrong outputs
-(tests/fuzz/corpus_open/runtime_popef/, replayed as a strict xfail). Checking it needs the
-compiler's liveness rules (views, If/Loop blocks) in the executable parser; until then a
-mismatch whose file moved arena offsets away from the seed's is not reported, and every other
-mismatch is.
+that the runtime accepts must not change a single output value. Arena offsets are left out on
+purpose: the runtime checks the plan (no two tensors live at once share bytes), so any plan it
+accepts must give the seed's outputs bit for bit.
 """
 import hashlib
 import json
@@ -91,10 +86,6 @@ def program_fingerprint(popef: PopefFile) -> Optional[str]:
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
     except (PopefError, KeyError, IndexError, TypeError, ValueError, AttributeError, OverflowError):
         return None
-
-
-def arena_offsets(popef: PopefFile) -> Dict[int, int]:
-    return {t["id"]: t.get("offset") for t in popef.executable["tensors"] if t.get("storage") == "arena"}
 
 
 def make_inputs(runner) -> Dict[str, np.ndarray]:
@@ -185,8 +176,6 @@ def check(data: bytes) -> None:
             raise Finding(f"same program as seed '{seed}' but outputs {sorted(outputs)} instead of {sorted(expected)}")
         for name, value in expected.items():
             if not np.array_equal(outputs[name], value, equal_nan=True):
-                if arena_offsets(python_view) != arena_offsets(PopefFile(oracle().seed_data(seed))):
-                    return  # KNOWN_OPEN_ARENA_OVERLAP (module doc): tracked by an xfail reproducer
                 raise Finding(f"same program as seed '{seed}' but output '{name}' differs: got {outputs[name]!r}, "
                               f"the seed gives {value!r}")
 

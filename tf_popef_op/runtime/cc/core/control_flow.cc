@@ -182,6 +182,29 @@ void ParseControlStep(const JsonObject& o, Step& s, const std::vector<ExecTensor
   s.control = std::move(cf);
 }
 
+ControlOperands SplitControlOperands(const Step& step) {
+  const ControlFlow& cf = *step.control;
+  ControlOperands ops;
+  if (!cf.is_loop()) {
+    ops.enclosing = step.inputs;
+    ops.enclosing.insert(ops.enclosing.end(), step.outputs.begin(), step.outputs.end());
+    return ops;
+  }
+  // The operand orders of the file comment.
+  const size_t carried = cf.carried_bytes.size(), scans = cf.scan_item_bytes.size();
+  const auto& in = step.inputs;
+  size_t k = 0;
+  if (cf.has_trip_count) ops.enclosing.push_back(in[k++]);
+  if (cf.has_cond) ops.enclosing.push_back(in[k++]);
+  ops.body.push_back(in[k++]);  // cond_out
+  ops.enclosing.insert(ops.enclosing.end(), in.begin() + k, in.begin() + k + carried);  // initial
+  ops.body.insert(ops.body.end(), in.begin() + k + carried, in.begin() + k + 2 * carried + scans);  // body_out, items
+  const auto& out = step.outputs;
+  ops.body.insert(ops.body.end(), out.begin(), out.begin() + 2 + carried);  // iter_num, cond_in, body_in
+  ops.enclosing.insert(ops.enclosing.end(), out.begin() + 2 + carried, out.end());  // finals, scan outputs
+  return ops;
+}
+
 void CheckControlFlowPrograms(const std::string& source, const std::vector<Program>& programs) {
   // 0 unvisited, 1 on the current path, 2 done.
   std::vector<int> state(programs.size(), 0);

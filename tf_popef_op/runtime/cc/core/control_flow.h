@@ -54,6 +54,15 @@ void ParseControlStep(const JsonObject& o, Step& step, const std::vector<ExecTen
                       const std::function<int(const JsonObject&, const std::string&, int64_t)>& tensor,
                       const std::function<int(const JsonObject&, const std::string&, const std::string&)>& program);
 
+// An If/Loop step's operands by the program they belong to. `enclosing`: tensors of the program
+// holding the step (If: cond and the results; Loop: trip_count, cond, initial values, finals,
+// scan outputs). `body`: a Loop body's formal inputs and results (iter_num, cond_in, body_in,
+// cond_out, body_out, scan items), which the step writes and reads around every iteration.
+struct ControlOperands {
+  std::vector<int> enclosing, body;
+};
+ControlOperands SplitControlOperands(const Step& step);
+
 // Checks that no program reaches itself through If/Loop sub-programs and that sub-programs
 // hold kernel and control steps only. Throws Error naming the programs.
 void CheckControlFlowPrograms(const std::string& source, const std::vector<Program>& programs);

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "tf_popef_op/runtime/cc/base/aligned_buffer.h"
+#include "tf_popef_op/runtime/cc/core/arena_plan_check.h"
 #include "tf_popef_op/runtime/cc/core/control_flow.h"
 
 namespace tfpopef {
@@ -376,6 +377,9 @@ void Executable::Parser::CheckStructure() {
   CheckSubgraphSelection();
   CheckAnchorsBelongToSubgraphs();
   CheckSubgraphAnchorUse();
+  std::vector<int> roots;
+  for (const Subgraph& sg : exe_.subgraphs_) roots.push_back(sg.program);
+  CheckArenaPlan(src_, exe_.tensors_, exe_.programs_, roots);
 }
 
 void Executable::Parser::CheckStepPlacement() const {

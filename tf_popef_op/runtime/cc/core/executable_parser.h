@@ -56,7 +56,7 @@ class Executable::Parser {
   void ParseFlows(const JsonObject& meta);
   void ParseSubgraphs(const JsonObject& prog);
 
-  // ---- whole-executable checks, once everything is read
+  // ---- whole-executable checks, once everything is read (the last one: the arena plan)
   void CheckStructure();
   // Switch steps only in the main program, LoadTensorData steps only in load programs.
   void CheckStepPlacement() const;
