@@ -90,7 +90,7 @@ class BinaryKernel final : public Kernel {
     // [1, C/8, 1, 1, 8]) would spend more time stepping the odometer than computing: the
     // plan without its last level then hands out rows of runs, walked here with the
     // second-last level's strides.
-    if (plan_.dims.size() >= 2 && plan_.run_length() < kShortRun) {
+    if (numel_ > 0 && plan_.dims.size() >= 2 && plan_.run_length() < kShortRun) {
       rows_.dims.assign(plan_.dims.begin(), plan_.dims.end() - 1);
       for (size_t k = 0; k < 2; ++k) rows_.strides[k].assign(plan_.strides[k].begin(), plan_.strides[k].end() - 1);
       rows_.num_runs = plan_.num_runs / rows_.run_length();
@@ -107,8 +107,19 @@ class BinaryKernel final : public Kernel {
     // are split into element ranges on the intra-op pool.
     if (!rows_.dims.empty()) {
       const int64_t run = plan_.run_length(), ra = rows_.run_stride(0), rb = rows_.run_stride(1);
+      const bool blocks_of_8 = run == 8 && sa == 1 && sb == 1;
       ParallelFor(plan_.num_runs, ItemsPerChunk(run, kStreamingGrain), [&](int64_t begin, int64_t end) {
         ForEachRunInRange(rows_, begin, end, [&](int64_t o, const std::array<int64_t, 2>& off, int64_t n) {
+          if (blocks_of_8) {  // a fixed-length loop the compiler turns into whole vectors
+            const Op op;
+            for (int64_t j = 0; j < n; ++j) {
+              const T* pa = a + off[0] + j * ra;
+              const T* pb = b + off[1] + j * rb;
+              T* pc = c + (o + j) * 8;
+              for (int i = 0; i < 8; ++i) pc[i] = op(pa[i], pb[i]);
+            }
+            return;
+          }
           for (int64_t j = 0; j < n; ++j)
             BinaryRun<T, Op>(a + off[0] + j * ra, sa, b + off[1] + j * rb, sb, c + (o + j) * run, run);
         });

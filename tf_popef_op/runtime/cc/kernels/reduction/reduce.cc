@@ -100,7 +100,7 @@ class ReduceKernel final : public Kernel {
     // the run's accumulators in registers, instead of stepping the odometer every 8 elements.
     // (The level above a kept run is a reduced one, else the plan would have merged them.)
     const size_t levels = plan_.dims.size();
-    if (levels >= 2 && plan_.run_length() <= kShortRun && plan_.run_stride(0) == 1 &&
+    if (plan_.num_runs > 0 && levels >= 2 && plan_.run_length() <= kShortRun && plan_.run_stride(0) == 1 &&
         plan_.strides[0][levels - 2] == 0) {
       rows_.dims.assign(plan_.dims.begin(), plan_.dims.end() - 1);
       rows_.strides[0].assign(plan_.strides[0].begin(), plan_.strides[0].end() - 1);
