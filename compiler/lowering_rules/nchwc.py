@@ -10,7 +10,7 @@ from compiler.lowering_rules.node_context import KernelCall, NodeContext
 from compiler.lowering_rules.registry import lowering_rule
 from compiler.lowering_rules.window_attrs import window_attrs
 from compiler.onnx_graph import nchwc
-from compiler.onnx_graph.internal_ops import DOMAIN, nchwc_conv_output_shape, nchwc_max_pool_output_shape
+from compiler.onnx_graph.internal_ops import DOMAIN, nchwc_conv_output_shape, nchwc_pool_output_shape
 
 
 def _blocked_input(ctx: NodeContext, i: int = 0) -> list:
@@ -79,7 +79,7 @@ def lower_nchwc_max_pool(ctx: NodeContext) -> KernelCall:
     if kernel is None:
         raise ctx.error("missing required attribute 'kernel_shape'")
     attrs = window_attrs(ctx, kernel, spatial=x[2:4])
-    expected = nchwc_max_pool_output_shape(x, ctx.node.attribute)
+    expected = nchwc_pool_output_shape(x, ctx.node.attribute)
     if expected is None:
         raise ctx.error(f"the window {attrs} does not fit input {ctx.input_type(0).shape_text()}")
     _require_output(ctx, expected)
@@ -89,3 +89,24 @@ def lower_nchwc_max_pool(ctx: NodeContext) -> KernelCall:
     if zero_pads and int(ctx.attr("ceil_mode", 0)):
         raise ctx.error("zero_pads = 1 with ceil_mode = 1 is not supported (a window past the zero pads)")
     return KernelCall("NchwcMaxPool", [ctx.node.input[0]], {**attrs, "zero_pads": zero_pads} if zero_pads else attrs)
+
+
+@lowering_rule(f"{DOMAIN}::NchwcAveragePool")
+def lower_nchwc_average_pool(ctx: NodeContext) -> KernelCall:
+    """Mean over windows clipped to the input, divided by the taps inside the input or, with
+    count_include_pad = 1, inside the padded input; ceil_mode is only in Y's static shape."""
+    ctx.require_inputs(1)
+    ctx.require_dtypes(FLOATS)
+    x = _blocked_input(ctx)
+    kernel = ctx.attr("kernel_shape")
+    if kernel is None:
+        raise ctx.error("missing required attribute 'kernel_shape'")
+    attrs = window_attrs(ctx, kernel, spatial=x[2:4])
+    expected = nchwc_pool_output_shape(x, ctx.node.attribute)
+    if expected is None:
+        raise ctx.error(f"the window {attrs} does not fit input {ctx.input_type(0).shape_text()}")
+    _require_output(ctx, expected)
+    count_include_pad = int(ctx.attr("count_include_pad", 0))
+    if count_include_pad not in (0, 1):
+        raise ctx.error(f"attribute 'count_include_pad' is {count_include_pad}, expected 0 or 1")
+    return KernelCall("NchwcAveragePool", [ctx.node.input[0]], {**attrs, "count_include_pad": count_include_pad})

@@ -27,6 +27,8 @@ or float16 (all of a node's tensors one type), a blocked tensor being [N, C/8, H
   NchwcMaxPool(X)                kernel_shape strides dilations pads, ceil_mode (only for Y's
                                  shape, ONNX's MaxPool formula), zero_pads (1: the pads hold
                                  zeros, a folded Pad); X and Y blocked
+  NchwcAveragePool(X)            kernel_shape strides dilations pads, ceil_mode (as NchwcMaxPool),
+                                 count_include_pad (as AveragePool); X and Y blocked
 
 The ops are registered with ONNX's schema registry (importing this module does it once per
 process) with a type-and-shape inference function (the fused ops run the base op's own
@@ -190,9 +192,10 @@ def _infer_nchwc_conv(ctx) -> None:
 _POOL_ATTRS = ("kernel_shape", "strides", "dilations", "pads", "ceil_mode")
 
 
-def nchwc_max_pool_output_shape(x: Sequence[int], attrs: Sequence[onnx.AttributeProto]) -> Optional[tuple]:
-    """Y's shape of an NchwcMaxPool on a blocked X: ONNX's MaxPool output on the plain view,
-    blocked (None when MaxPool's inference refuses the attributes)."""
+def nchwc_pool_output_shape(x: Sequence[int], attrs: Sequence[onnx.AttributeProto]) -> Optional[tuple]:
+    """Y's shape of an NchwcMaxPool or NchwcAveragePool on a blocked X: ONNX's MaxPool output
+    (the same formula as AveragePool's) on the plain view, blocked (None when MaxPool's inference
+    refuses the attributes)."""
     plain = helper.make_tensor_type_proto(onnx.TensorProto.FLOAT, list(nchwc.plain_shape(x)))
     try:
         out = _base_output_type("MaxPool", ["in0"], {"in0": plain.SerializeToString()},
@@ -205,13 +208,13 @@ def nchwc_max_pool_output_shape(x: Sequence[int], attrs: Sequence[onnx.Attribute
     return nchwc.blocked_shape([int(d.dim_value) for d in dims])
 
 
-def _infer_nchwc_max_pool(ctx) -> None:
+def _infer_nchwc_pool(ctx) -> None:
     x = _static_shape(ctx, 0)
     if x is None or len(x) != 5 or x[4] != nchwc.BLOCK:
         _set_output(ctx, None)
         return
     attrs = [a for a in (ctx.get_attribute(n) for n in _POOL_ATTRS) if a is not None]
-    _set_output(ctx, nchwc_max_pool_output_shape(x, attrs))
+    _set_output(ctx, nchwc_pool_output_shape(x, attrs))
 
 
 def _nchwc_schema(name: str, doc: str, inputs, attrs, infer) -> defs.OpSchema:
@@ -243,11 +246,15 @@ def _nchwc_schemas() -> List[defs.OpSchema]:
         _nchwc_schema("NchwcMaxPool", "MaxPool on a blocked tensor", [x],
                       window + [("ceil_mode", defs.OpSchema.AttrType.INT, "only for Y's shape"),
                                 ("zero_pads", defs.OpSchema.AttrType.INT, "1: the pads are zeros (a folded Pad)")],
-                      _infer_nchwc_max_pool),
+                      _infer_nchwc_pool),
+        _nchwc_schema("NchwcAveragePool", "AveragePool on a blocked tensor", [x],
+                      window + [("ceil_mode", defs.OpSchema.AttrType.INT, "only for Y's shape"),
+                                ("count_include_pad", defs.OpSchema.AttrType.INT, "as AveragePool")],
+                      _infer_nchwc_pool),
     ]
 
 
-NCHWC_OPS = ("ToNchwc", "FromNchwc", "NchwcConv", "NchwcMaxPool")
+NCHWC_OPS = ("ToNchwc", "FromNchwc", "NchwcConv", "NchwcMaxPool", "NchwcAveragePool")
 
 
 def _register_all() -> None:

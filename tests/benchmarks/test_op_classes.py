@@ -29,7 +29,8 @@ def test_conv_kinds_from_weight_shapes():
     ("FusedElementwise", None, "Elementwise"), ("MVN", None, "Normalization"), ("ToNchwc", None, "Layout/copy"),
     ("ReorderOutput", None, "Layout/copy"), ("Concatenation", None, "Concat"), ("GlobalAveragePool", None,
                                                                                   "Pooling/reduce"),
-    ("NchwcMaxPool", None, "Pooling/reduce"), ("SomethingNew", None, "other: SomethingNew")])
+    ("NchwcMaxPool", None, "Pooling/reduce"), ("NchwcAveragePool", None, "Pooling/reduce"),
+    ("SomethingNew", None, "other: SomethingNew")])
 def test_op_names_of_every_runtime_map_to_one_class(op, conv, cls):
     assert op_class(op, conv) == cls
 

@@ -1,4 +1,4 @@
-// The blocked-layout kernels (NchwcConv, NchwcMaxPool, ToNchwc, FromNchwc; docs/popef.md
+// The blocked-layout kernels (NchwcConv, NchwcMaxPool, NchwcAveragePool, ToNchwc, FromNchwc; docs/popef.md
 // "Blocked layout") against naive double-precision loops in plain NCHW, on every SIMD path, in
 // float32 and float16 (computed in float32, rounded once).
 // The test blocks the inputs and weights itself (the compiler's job in production), so the
@@ -322,6 +322,71 @@ KERNEL_TEST(NchwcMaxPool_EveryPath_Float32AndFloat16_VsNaive) {
   };
   zero_padded(2, 3).ExpectError(kInvalid, "attribute 'zero_pads' is 2, expected 0 or 1");
   zero_padded(1, 4).ExpectError(kInvalid, "zero_pads = 1 takes the floor formula");  // a ceil_mode shape
+}
+
+KERNEL_TEST(NchwcAveragePool_EveryPath_Float32AndFloat16_VsNaive) {
+  struct PoolCase {
+    int64_t n, c, h, w, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
+    bool ceil, count_include_pad;
+  };
+  const PoolCase cases[] = {
+      {2, 16, 8, 8, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, false, false},  // DenseNet's transitions
+      {1, 8, 9, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, false},   // Inception's 3x3/1 'same' branch
+      {1, 8, 9, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true},
+      {1, 8, 7, 7, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0, true, false},    // ceil_mode: the last window is clipped
+      {1, 8, 7, 8, 3, 2, 2, 2, 1, 1, 1, 0, 1, 1, true, true},     // ... and counts only the padded input
+      {2, 8, 5, 6, 3, 3, 1, 1, 1, 1, 2, 0, 1, 2, false, true},    // windows wholly in the pads
+      {1, 8, 9, 9, 2, 3, 1, 2, 2, 2, 1, 1, 1, 1, false, true},    // dilations
+  };
+  uint32_t seed = 16000;
+  ForEachSimdPath([&] {
+    for (DType dtype : {F32, F16})
+      for (const PoolCase& k : cases) {
+        const int64_t span_h = k.h + k.pt + k.pb - k.dh * (k.kh - 1) - 1;
+        const int64_t span_w = k.w + k.pl + k.pr - k.dw * (k.kw - 1) - 1;
+        int64_t oh = (k.ceil ? (span_h + k.sh - 1) / k.sh : span_h / k.sh) + 1;
+        int64_t ow = (k.ceil ? (span_w + k.sw - 1) / k.sw : span_w / k.sw) + 1;
+        if (k.ceil && (oh - 1) * k.sh >= k.h + k.pt) --oh;  // no window starting in the end padding
+        if (k.ceil && (ow - 1) * k.sw >= k.w + k.pl) --ow;
+        const auto round = dtype == F16 ? AsFloat16 : AsFloat32;
+        const auto x = round(RandomValues(k.n * k.c * k.h * k.w, -3, 3, seed += 2));
+        std::vector<double> y(static_cast<size_t>(k.n * k.c * oh * ow));
+        for (int64_t p = 0; p < k.n * k.c; ++p)
+          for (int64_t i = 0; i < oh; ++i)
+            for (int64_t j = 0; j < ow; ++j) {
+              double sum = 0;
+              int64_t inside = 0, padded = 0;
+              for (int64_t a = 0; a < k.kh; ++a)
+                for (int64_t d = 0; d < k.kw; ++d) {
+                  const int64_t ih = i * k.sh - k.pt + a * k.dh, iw = j * k.sw - k.pl + d * k.dw;
+                  if (ih >= -k.pt && ih < k.h + k.pb && iw >= -k.pl && iw < k.w + k.pr) ++padded;
+                  if (ih >= 0 && ih < k.h && iw >= 0 && iw < k.w) {
+                    sum += x[static_cast<size_t>((p * k.h + ih) * k.w + iw)];
+                    ++inside;
+                  }
+                }
+              const int64_t count = k.count_include_pad ? padded : inside;
+              y[static_cast<size_t>((p * oh + i) * ow + j)] = count ? sum / static_cast<double>(count) : 0.0;
+            }
+        KernelTester("NchwcAveragePool")
+            .Attrs({{"kernel_shape", {k.kh, k.kw}}, {"strides", {k.sh, k.sw}}, {"dilations", {k.dh, k.dw}},
+                    {"pads", {k.pt, k.pl, k.pb, k.pr}}, {"count_include_pad", k.count_include_pad ? 1 : 0}})
+            .AddInput(dtype, {k.n, k.c / B, k.h, k.w, B}, Block(x, k.n, k.c, k.h * k.w))
+            .AddOutput(dtype, {k.n, k.c / B, oh, ow, B}, Block(y, k.n, k.c, oh * ow))
+            .Tolerance(1e-6, dtype == F16 ? 1e-3 : 1e-6)
+            .Concurrently(2, 2)
+            .Run();
+      }
+  });
+  auto pool = [](int64_t count_include_pad, int64_t oh) {
+    return KernelTester("NchwcAveragePool")
+        .Attrs({{"kernel_shape", {3, 3}}, {"strides", {2, 2}}, {"dilations", {1, 1}}, {"pads", {0, 0, 0, 0}},
+                {"count_include_pad", count_include_pad}})
+        .AddInput(F32, {1, 1, 7, 7, 8}, std::vector<double>(392))
+        .AddOutput(F32, {1, 1, oh, 3, 8}, std::vector<double>(static_cast<size_t>(oh * 24)));
+  };
+  pool(2, 3).ExpectError(kInvalid, "attribute 'count_include_pad' is 2, expected 0 or 1");
+  pool(0, 5).ExpectError(kInvalid, "output Y has shape");
 }
 
 KERNEL_TEST(NchwcReorders_RoundTrip_MatchTheLayout) {

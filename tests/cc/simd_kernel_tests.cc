@@ -3,6 +3,7 @@
 // that use it or the intra-op pool on tensors large enough to be split across threads,
 // against the double-precision references, on both paths. Run by the binary of
 // kernel_tests.cc.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -388,6 +389,64 @@ KERNEL_TEST(Pool_LargeTensors_RowPath_VsReference) {
       .AddInput(F32, {1, 1, 2, 4}, {kNaN, 1, 2, kNaN, 3, 4, 5, 6})
       .AddOutput(F32, {1, 1, 1, 2}, {kNaN, 6})
       .Run();
+}
+
+// The blocked layout's per-channel operands: [N, C/8, H, W, 8] against [1 or N, C/8, 1, 1, 8]
+// leaves runs of 8 elements, walked two loop levels at a time.
+KERNEL_TEST(Binary_BlockedPerChannelOperand_ShortRuns_VsReference) {
+  const Shape a = {3, 5, 11, 13, 8};
+  const auto xa = AsFloat32(RandomValues(NumElements(a), -3, 3, 21));
+  for (const Shape& b : {Shape{1, 5, 1, 1, 8}, Shape{3, 5, 1, 1, 8}, Shape{5, 1, 1, 8}, Shape{3, 1, 11, 1, 8}}) {
+    const auto xb = AsFloat32(RandomValues(NumElements(b), 0.5, 2, 22));
+    KernelTester("Mul")
+        .AddInput(F32, a, xa)
+        .AddInput(F32, b, xb)
+        .AddOutput(F32, a, RefBinary(xa, a, xb, b, [](double p, double q) { return p * q; }))
+        .Tolerance(0, 1e-7)
+        .Concurrently(2, 2)
+        .Run();
+    KernelTester("Div")  // broadcast operand first
+        .AddInput(F32, b, xb)
+        .AddInput(F32, a, xa)
+        .AddOutput(F32, a, RefBinary(xb, b, xa, a, [](double p, double q) { return p / q; }))
+        .Tolerance(1e-6, 1e-6)
+        .Run();
+  }
+  const Shape h = {2, 4, 3, 3, 8}, c = {1, 4, 1, 1, 8};  // float16, through the float32 kernel
+  const auto xh = AsFloat16(RandomValues(NumElements(h), -2, 2, 23)), xc = AsFloat16(RandomValues(NumElements(c), -2, 2, 24));
+  KernelTester("Add")
+      .AddInput(F16, h, xh)
+      .AddInput(F16, c, xc)
+      .AddOutput(F16, h, RefBinary(xh, h, xc, c, [](double p, double q) { return p + q; }))
+      .Tolerance(1e-6, 1e-3)
+      .Run();
+}
+
+// The blocked spatial mean: [N, C/8, H, W, 8] over axes 2, 3 (runs of 8 kept elements, rows of
+// them summed in local accumulators), and a short run under a reduced level in the middle.
+KERNEL_TEST(Reduce_ShortKeptRuns_VsReference) {
+  const Shape s = {3, 6, 17, 19, 8};
+  const auto x = AsFloat32(RandomValues(NumElements(s), -4, 4, 41));
+  std::vector<double> mean(static_cast<size_t>(3 * 6 * 8), 0.0), max(mean.size(), -1e30);
+  for (int64_t p = 0; p < 3 * 6; ++p)
+    for (int64_t i = 0; i < 17 * 19; ++i)
+      for (int64_t l = 0; l < 8; ++l) {
+        const double v = x[static_cast<size_t>((p * 17 * 19 + i) * 8 + l)];
+        mean[static_cast<size_t>(p * 8 + l)] += v / (17 * 19);
+        max[static_cast<size_t>(p * 8 + l)] = std::max(max[static_cast<size_t>(p * 8 + l)], v);
+      }
+  KernelTester("ReduceMean").Attr("axes", {2, 3}).AddInput(F32, s, x).AddOutput(F32, {3, 6, 1, 1, 8}, mean)
+      .Tolerance(1e-6, 1e-6).Concurrently(2, 2).Run();
+  KernelTester("ReduceMax").Attr("axes", {2, 3}).AddInput(F32, s, x).AddOutput(F32, {3, 6, 1, 1, 8}, max)
+      .Tolerance(0, 0).Run();
+  const Shape m = {5, 7, 3};  // axis 1: runs of 3 under the reduced 7
+  const auto xm = AsFloat32(RandomValues(NumElements(m), -4, 4, 42));
+  std::vector<double> sum(15, 0.0);
+  for (int64_t i = 0; i < 5; ++i)
+    for (int64_t j = 0; j < 7; ++j)
+      for (int64_t k = 0; k < 3; ++k) sum[static_cast<size_t>(i * 3 + k)] += xm[static_cast<size_t>((i * 7 + j) * 3 + k)];
+  KernelTester("ReduceSum").Attr("axes", {1}).AddInput(F32, m, xm).AddOutput(F32, {5, 1, 3}, sum)
+      .Tolerance(1e-6, 1e-6).Run();
 }
 
 KERNEL_TEST(Normalization_And_Reduce_LargeTensors_VsReference) {

@@ -5,8 +5,10 @@ numerically against onnxruntime on the original one:
 
     ReferenceEvaluator(model, new_ops=INTERNAL_OPS).run(None, feeds)
 
-ToNchwc, FromNchwc, NchwcConv (the three variants), NchwcMaxPool, FusedConv and FusedElementwise.
-Everything computes in float64 and returns float32."""
+ToNchwc, FromNchwc, NchwcConv (the three variants), NchwcMaxPool, NchwcAveragePool, FusedConv and
+FusedElementwise.
+Everything computes in float64; the blocked ops return their input's type (float32 or float16, rounded
+once as the kernels do), the others float32."""
 import math
 
 import numpy as np
@@ -88,6 +90,36 @@ def max_pool2d(x, kernel_shape, strides, dilations, pads, ceil_mode, pad_value=-
     return y
 
 
+def average_pool2d(x, kernel_shape, strides, dilations, pads, ceil_mode, count_include_pad):
+    """ONNX AveragePool: each window's mean over its taps inside the input, or with
+    count_include_pad the sum over those divided by its taps inside [-pad_begin, size + pad_end);
+    output size as max_pool2d's (ceil_mode drops a window that would start in the end padding)."""
+    n, c, h, w = x.shape
+    sizes = []
+    for i, size in enumerate((h, w)):
+        k, st, d = kernel_shape[i], strides[i], dilations[i]
+        span = size + pads[i] + pads[i + 2] - d * (k - 1) - 1
+        o = (-(-span // st) if ceil_mode else span // st) + 1
+        if ceil_mode and (o - 1) * st >= size + pads[i]:
+            o -= 1
+        sizes.append(o)
+    y = np.zeros((n, c, *sizes))
+    for oy in range(sizes[0]):
+        for ox in range(sizes[1]):
+            taps = []  # per axis: the input positions of the window inside the input / the padded input
+            for i, o in enumerate((oy, ox)):
+                start = o * strides[i] - pads[i]
+                positions = [start + t * dilations[i] for t in range(kernel_shape[i])]
+                extent = (h, w)[i]
+                taps.append(([p for p in positions if 0 <= p < extent],
+                             sum(-pads[i] <= p < extent + pads[i + 2] for p in positions)))
+            (rows, padded_rows), (cols, padded_cols) = taps
+            total = x[:, :, rows][:, :, :, cols].astype(np.float64).sum(axis=(2, 3))
+            count = padded_rows * padded_cols if count_include_pad else len(rows) * len(cols)
+            y[:, :, oy, ox] = total / count if count else 0.0
+    return y
+
+
 _erf = np.vectorize(math.erf)
 
 
@@ -164,7 +196,7 @@ class NchwcConv(OpRun):
         if s is not None:
             y = y + from_blocked(s).astype(np.float64)
         y = apply_activation(y, _text(activation), activation_params)
-        return (to_blocked(y.astype(np.float32)),)
+        return (to_blocked(y.astype(x.dtype)),)
 
 
 class NchwcMaxPool(OpRun):
@@ -174,7 +206,18 @@ class NchwcMaxPool(OpRun):
         strides, dilations, pads = _window(strides, dilations, pads)
         y = max_pool2d(from_blocked(x), list(kernel_shape), strides, dilations, pads, int(ceil_mode or 0),
                        0.0 if zero_pads else -np.inf)
-        return (to_blocked(y.astype(np.float32)),)
+        return (to_blocked(y.astype(x.dtype)),)
+
+
+class NchwcAveragePool(OpRun):
+    op_domain = DOMAIN
+
+    def _run(self, x, kernel_shape=None, strides=None, dilations=None, pads=None, ceil_mode=None,
+             count_include_pad=None):
+        strides, dilations, pads = _window(strides, dilations, pads)
+        y = average_pool2d(from_blocked(x), list(kernel_shape), strides, dilations, pads, int(ceil_mode or 0),
+                           int(count_include_pad or 0))
+        return (to_blocked(y).astype(x.dtype),)
 
 
 class FusedConv(OpRun):
@@ -232,7 +275,7 @@ class FusedElementwise(OpRun):
         return (out.astype(inputs[0].dtype),)
 
 
-INTERNAL_OPS = [ToNchwc, FromNchwc, NchwcConv, NchwcMaxPool, FusedConv, FusedElementwise]
+INTERNAL_OPS = [ToNchwc, FromNchwc, NchwcConv, NchwcMaxPool, NchwcAveragePool, FusedConv, FusedElementwise]
 
 
 def run_internal(model, feeds):

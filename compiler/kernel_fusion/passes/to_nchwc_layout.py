@@ -17,13 +17,28 @@ Rewritten, on the main graph only (control-flow bodies keep reading NCHW tensors
             it (ResNet's stem: Relu -> ZeroPadding2D -> MaxPool), read by nothing else, on a
             MaxPool without pads or ceil_mode of its own, folds into it: NchwcMaxPool with the
             Pad's amounts as pads and zero_pads = 1, so the stem stays blocked.
+  AveragePool  on a tensor written blocked -> NchwcAveragePool (explicit pads, ceil_mode as
+            MaxPool's, count_include_pad kept): DenseNet's transitions, Inception's pool branches.
+  spatial mean  GlobalAveragePool, or ReduceMean over H and W with keepdims, of a tensor written
+            blocked -> ReduceMean over axes 2, 3 of [N, C/8, H, W, 8], giving [N, C/8, 1, 1, 8]
+            (squeeze-and-excite's squeeze, the classifier's pool): only that small result is
+            converted back for its NCHW readers.
   layout-agnostic ops  Add Sub Mul Div Relu Clip Sigmoid Tanh LeakyRelu HardSigmoid HardSwish
-            and FusedElementwise whose run-time inputs all have a blocked form of one shape
-            (the other operands one-element constants), and Concat on axis 1 of such inputs:
-            the same node on the blocked tensors.
-  A node of the last two kinds stays blocked only when something written blocked flows into
-  it: one that reads only NCHW tensors (converted for a conv elsewhere or not) stays NCHW, so
-  the pass never adds a FromNchwc where the model had no blocked chain.
+            and FusedElementwise whose run-time inputs all have a blocked form of the output's
+            shape, the other operands one-element constants; Add Sub Mul Div (which broadcast)
+            also take one value per channel: a constant [C, 1, 1] or [1, C, 1, 1] (an unfolded
+            BatchNormalization's scale and shift, as DenseNet's pre-activation ones), re-laid out
+            into an initializer `<name>__nchwc` [1, C/8, 1, 1, 8], or a run-time [1 or N, C, 1, 1]
+            (squeeze-and-excite's excitation), read blocked as [1 or N, C/8, 1, 1, 8] (through a
+            ToNchwc, which is small, if nothing writes it blocked). The same node on the blocked
+            tensors.
+  Concat    on axis 1 of [N, C, H, W] inputs with C % 8 == 0: the same node on their blocked
+            forms, a ToNchwc giving one to an input that has none (DenseNet's dense block starts
+            from its transition's output and grows by a blocked conv output per layer).
+  Pools and means read a tensor written blocked; a node of the last two kinds stays blocked only
+  when something written blocked flows into it: one that reads only NCHW tensors (converted for
+  a conv elsewhere or not) stays NCHW, so the pass never adds a FromNchwc where the model had no
+  blocked chain.
 
 A tensor T written blocked is renamed `T__nchwc`; an NCHW consumer (any other node, a
 control-flow body reading it, a graph output) gets `FromNchwc(T__nchwc) -> T`, inserted once,
@@ -52,7 +67,7 @@ from compiler.onnx_graph.graph_edit import (
 )
 from compiler.onnx_graph.graph_rewrite import GraphRewrite
 from compiler.onnx_graph.internal_ops import (
-    DOMAIN, ensure_domain_imported, fused_node, nchwc_max_pool_output_shape,
+    DOMAIN, ensure_domain_imported, fused_node, nchwc_pool_output_shape,
 )
 from compiler.onnx_graph.spatial_window import resolve_window
 from compiler.onnx_graph.tensor_types import TensorType
@@ -63,6 +78,11 @@ _DEFAULT_DOMAINS = ("", "ai.onnx")
 # Ops computing each element from the same element of their inputs: the layout does not matter.
 _ELEMENTWISE = ("Add", "Sub", "Mul", "Div", "Relu", "Clip", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid",
                 "HardSwish")
+# The ones whose kernels broadcast numpy-style, so an operand of one value per channel broadcasts
+# in its blocked shape [1 or N, C/8, 1, 1, 8] as it does in [1 or N, C, 1, 1].
+_BROADCASTING = ("Add", "Sub", "Mul", "Div")
+_REDUCE_MEAN_SINCE_AXES_INPUT = 18
+_POOLS = ("MaxPool", "AveragePool")  # -> NchwcMaxPool, NchwcAveragePool
 _SUFFIX = "__nchwc"
 _FLOAT_TYPES = (TensorProto.FLOAT, TensorProto.FLOAT16)
 
@@ -99,6 +119,12 @@ def _plain_4d(t: Optional[TensorType]) -> bool:
     return t is not None and t.elem_type in _FLOAT_TYPES and t.is_static and len(t.shape) == 4
 
 
+def _per_channel_shape(operand: tuple, out: tuple) -> bool:
+    """[1 or N, C, 1, 1] against [N, C, H, W]: one value per channel (and image)."""
+    return (len(operand) == 4 and operand[0] in (1, out[0]) and operand[1] == out[1]
+            and operand[2] == operand[3] == 1)
+
+
 @dataclasses.dataclass
 class _ConvPlan:
     variant: str
@@ -115,10 +141,12 @@ class _Blocker(GraphRewrite):
         self.types = infer_types(model, model_name=ctx.model_name).types
         self.nodes = [self.graph.node[i] for i in topological_order(self.graph, ctx.model_name)]
         self.convs: Dict[int, _ConvPlan] = {}     # id(node) -> how it becomes an NchwcConv
-        self.pools: Dict[int, list] = {}          # id(MaxPool) -> its NchwcMaxPool attributes
+        self.pools: Dict[int, list] = {}          # id(MaxPool / AveragePool) -> its Nchwc pool's attributes
         self.pool_inputs: Dict[int, str] = {}     # id(MaxPool) -> the input of the zero Pad folded in
         self.folded: Dict[int, onnx.NodeProto] = {}  # id(Pad) -> the Pad, folded into its MaxPool
         self.kept: Set[int] = set()               # id(node): same node, on blocked tensors
+        self.means: Set[int] = set()              # id(GlobalAveragePool / ReduceMean): mean over H, W blocked
+        self.channel_constants: Dict[str, str] = {}  # per-channel constant -> its blocked initializer
         self.to_block: Set[str] = set()           # NCHW tensors some rewritten node reads blocked
         self.produced: Set[str] = set()           # tensors now written blocked only (T -> T__nchwc)
         self.blocked_names: Dict[str, str] = {}   # T -> T__nchwc
@@ -196,11 +224,14 @@ class _Blocker(GraphRewrite):
                 self.produced.add(node.output[0])
             elif node.op_type == "Pad" and node.domain in _DEFAULT_DOMAINS:
                 self._fold_zero_pad(node, readers.get(node.output[0], []))
-            elif node.op_type == "MaxPool" and node.domain in _DEFAULT_DOMAINS and id(node) not in self.pools:
+            elif node.op_type in _POOLS and node.domain in _DEFAULT_DOMAINS and id(node) not in self.pools:
                 attrs = self._pool_attrs(node, node.input[0])
                 if attrs is not None:
                     self.pools[id(node)] = attrs
                     self.produced.add(node.output[0])
+            elif self._spatial_mean(node):
+                self.means.add(id(node))
+                self.produced.add(node.output[0])
             elif self._stays_blocked(node):
                 self.kept.add(id(node))
                 self.produced.add(node.output[0])
@@ -236,8 +267,9 @@ class _Blocker(GraphRewrite):
 
     def _pool_attrs(self, node: onnx.NodeProto, x_name: str,
                     zero_pads: Optional[List[int]] = None) -> Optional[List[onnx.AttributeProto]]:
-        """NchwcMaxPool's attributes for MaxPool `node` reading the blocked form of `x_name`;
-        with zero_pads (top, left, bottom, right), those are its pads, holding zeros."""
+        """NchwcMaxPool's (NchwcAveragePool's) attributes for MaxPool (AveragePool) `node` reading
+        the blocked form of `x_name`; with zero_pads (top, left, bottom, right), those are its pads,
+        holding zeros."""
         attrs = _attrs(node)
         if ([o for o in node.output if o] != [node.output[0]] or int(attrs.get("storage_order", 0)) != 0
                 or "kernel_shape" not in attrs or x_name not in self.produced):
@@ -256,9 +288,32 @@ class _Blocker(GraphRewrite):
             explicit.append(helper.make_attribute("ceil_mode", 1))
         if zero_pads is not None:
             explicit.append(helper.make_attribute("zero_pads", 1))
-        if nchwc_max_pool_output_shape(nchwc.blocked_shape(x.shape), explicit) != nchwc.blocked_shape(y.shape):
+        if node.op_type == "AveragePool" and int(attrs.get("count_include_pad", 0)):
+            explicit.append(helper.make_attribute("count_include_pad", 1))
+        if nchwc_pool_output_shape(nchwc.blocked_shape(x.shape), explicit) != nchwc.blocked_shape(y.shape):
             return None  # ONNX's formula on the explicit window must give the inferred shape
         return explicit
+
+    def _spatial_mean(self, node: onnx.NodeProto) -> bool:
+        """GlobalAveragePool, or ReduceMean over H and W keeping them, of a tensor written blocked:
+        the blocked mean is a ReduceMean over axes 2, 3 of [N, C/8, H, W, 8]."""
+        if node.domain not in _DEFAULT_DOMAINS or len(node.output) != 1 or not node.input:
+            return False
+        if node.op_type == "ReduceMean":
+            attrs = _attrs(node)
+            if self.opset >= _REDUCE_MEAN_SINCE_AXES_INPUT:
+                if len(node.input) < 2 or node.input[1] not in self.constants:
+                    return False
+                axes = [int(a) for a in self.constants.value(node.input[1]).reshape(-1)]
+            else:
+                axes = [int(a) for a in attrs.get("axes", [])]
+            if int(attrs.get("keepdims", 1)) != 1 or sorted(a % 4 for a in axes) != [2, 3]:
+                return False
+        elif node.op_type != "GlobalAveragePool":
+            return False
+        x, y = self.types.get(node.input[0]), self.types.get(node.output[0])
+        return (node.input[0] in self.produced and _blockable(x) and _blockable(y)
+                and tuple(y.shape) == (x.shape[0], x.shape[1], 1, 1) and x.elem_type == y.elem_type)
 
     def _stays_blocked(self, node: onnx.NodeProto) -> bool:
         elementwise = ((node.op_type in _ELEMENTWISE and node.domain in _DEFAULT_DOMAINS)
@@ -269,27 +324,46 @@ class _Blocker(GraphRewrite):
         runtime = [i for i in node.input if i and i not in self.constants]
         if not any(i in self.produced for i in runtime):
             return False  # it would only add conversions: nothing blocked flows into it
-        if concat:
+        if concat:  # inputs not written blocked get a ToNchwc (DenseNet: the pooled input of a dense block)
             return (int(_attrs(node).get("axis", 0)) in (1, -3) and len(runtime) == len(node.input)
-                    and all(self._blocked_operand(i, None) for i in runtime))
-        shape = self.types[node.output[0]].shape
-        constants_ok = all(self._scalar_constant(i) for i in node.input if i and i in self.constants)
-        return constants_ok and all(self._blocked_operand(i, shape) for i in runtime)
+                    and all(_blockable(self.types.get(i)) for i in runtime))
+        shape = tuple(self.types[node.output[0]].shape)
+        per_channel = node.op_type in _BROADCASTING and node.domain in _DEFAULT_DOMAINS
+        constants_ok = all(self._scalar_constant(i) or (per_channel and self._channel_constant(i, shape))
+                           for i in node.input if i and i in self.constants)
+        return constants_ok and all(self._blocked_operand(i, shape)
+                                    or (per_channel and self._channel_operand(i, shape)) for i in runtime)
 
     def _blocked_operand(self, name: str, shape) -> bool:
         """A run-time tensor with a blocked form (of `shape`, unless None)."""
         t = self.types.get(name)
-        return self._has_blocked_form(name) and _blockable(t) and (shape is None or t.shape == shape)
+        return self._has_blocked_form(name) and _blockable(t) and (shape is None or tuple(t.shape) == tuple(shape))
+
+    def _channel_operand(self, name: str, shape) -> bool:
+        """A run-time [1 or N, C, 1, 1] of an [N, C, H, W] op (squeeze-and-excite's scales): its
+        blocked form, [1 or N, C/8, 1, 1, 8], broadcasts over the blocked output. A ToNchwc
+        writes it if nothing does (it is small)."""
+        t = self.types.get(name)
+        return _blockable(t) and _per_channel_shape(tuple(t.shape), shape)
 
     def _scalar_constant(self, name: str) -> bool:
         """One element, of a rank that broadcasts with the blocked rank 5 as with the NCHW rank 4."""
         value = self.constants.value(name)
         return value.size == 1 and value.ndim <= 4
 
+    def _channel_constant(self, name: str, shape) -> bool:
+        """[C, 1, 1] or [1, C, 1, 1] of an [N, C, H, W] op (an unfolded BatchNormalization's scale
+        and shift): re-laid out as [1, C/8, 1, 1, 8]."""
+        value = self.constants.value(name)
+        return value.ndim in (3, 4) and value.shape[-3:] == (shape[1], 1, 1) and value.size == shape[1]
+
     # --- edits --------------------------------------------------------------------------------
     def _rewrite(self) -> None:
         replaced = {n.input[1] for n in self.nodes if id(n) in self.convs}
         replaced.update(i for pad in self.folded.values() for i in pad.input[1:] if i)  # pads, value
+        replaced.update(i for n in self.nodes if id(n) in self.means for i in n.input[1:] if i)  # axes
+        replaced.update(i for n in self.nodes if id(n) in self.kept for i in n.input
+                        if i in self.constants and not self._scalar_constant(i))  # per-channel constants
         emitted: List[onnx.NodeProto] = []
         converted: Set[str] = set()  # tensors a ToNchwc already reads / FromNchwc already writes
 
@@ -315,10 +389,12 @@ class _Blocker(GraphRewrite):
                 continue  # the zero Pad: its MaxPool's NchwcMaxPool pads with zeros itself
             elif id(node) in self.pools:
                 x = self.pool_inputs.get(id(node), node.input[0])
-                pool = helper.make_node("NchwcMaxPool", [blocked(x)], [self._blocked_name(node.output[0])],
+                pool = helper.make_node("Nchwc" + node.op_type, [blocked(x)], [self._blocked_name(node.output[0])],
                                         name=node.name, domain=DOMAIN)
                 pool.attribute.extend(self.pools[id(node)])
                 emitted.append(pool)
+            elif id(node) in self.means:
+                emitted.append(self._blocked_mean(node, blocked))
             elif id(node) in self.kept:
                 emitted.append(self._on_blocked(node, blocked))
             else:
@@ -332,9 +408,9 @@ class _Blocker(GraphRewrite):
         produced_now = {o for n in self.graph.node for o in n.output}
         remove_value_info(self.graph, [t for t in self.produced if t not in produced_now] +
                           [pad.output[0] for pad in self.folded.values()])
-        self.ctx.logger.debug("to_nchwc_layout: %d convs, %d max pools (%d zero Pads folded in), %d other ops "
-                              "blocked; %d ToNchwc, %d FromNchwc", len(self.convs), len(self.pools), len(self.folded),
-                              len(self.kept),
+        self.ctx.logger.debug("to_nchwc_layout: %d convs, %d pools (%d zero Pads folded in), %d spatial means, "
+                              "%d other ops blocked; %d ToNchwc, %d FromNchwc", len(self.convs), len(self.pools),
+                              len(self.folded), len(self.means), len(self.kept),
                               sum(n.op_type == "ToNchwc" for n in emitted),
                               sum(n.op_type == "FromNchwc" for n in emitted))
 
@@ -364,18 +440,38 @@ class _Blocker(GraphRewrite):
         return self.new_weights[key]
 
     def _on_blocked(self, node: onnx.NodeProto, blocked) -> onnx.NodeProto:
-        """The same node reading and writing blocked tensors (constants as they are)."""
+        """The same node reading and writing blocked tensors (scalar constants as they are,
+        per-channel ones re-laid out)."""
         copy = onnx.NodeProto()
         copy.CopyFrom(node)
         for i, name in enumerate(node.input):
             if name and name not in self.constants:
                 copy.input[i] = blocked(name)
+            elif name and not self._scalar_constant(name):
+                copy.input[i] = self._blocked_channel_constant(name)
         copy.output[0] = self._blocked_name(node.output[0])
         if node.op_type == "Concat":
             for attr in copy.attribute:
                 if attr.name == "axis":
                     attr.i = 1  # -3 would be H in the blocked rank 5
         return copy
+
+    def _blocked_channel_constant(self, name: str) -> str:
+        if name not in self.channel_constants:
+            value = self.constants.value(name)
+            c = value.size
+            self.channel_constants[name] = self.add_initializer(
+                name + _SUFFIX, value.reshape(1, c // nchwc.BLOCK, 1, 1, nchwc.BLOCK))
+        return self.channel_constants[name]
+
+    def _blocked_mean(self, node: onnx.NodeProto, blocked) -> onnx.NodeProto:
+        """ReduceMean over H and W (axes 2, 3) of the blocked tensor, keeping them."""
+        inputs, attrs = [blocked(node.input[0])], {"keepdims": 1}
+        if self.opset >= _REDUCE_MEAN_SINCE_AXES_INPUT:
+            inputs.append(self.add_initializer(node.output[0] + "__axes", np.array([2, 3], np.int64)))
+        else:
+            attrs["axes"] = [2, 3]
+        return helper.make_node("ReduceMean", inputs, [self._blocked_name(node.output[0])], name=node.name, **attrs)
 
     def _replace_nodes(self, nodes: List[onnx.NodeProto]) -> None:
         # The list mixes new nodes and the graph's own: copy them all before clearing the graph,

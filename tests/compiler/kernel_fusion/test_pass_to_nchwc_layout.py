@@ -130,7 +130,7 @@ def mobilenet_v2_block():
 def test_mobilenet_v2_block_pass_alone():
     model = mobilenet_v2_block()
     out = run_pass(model, PASS)
-    assert counts(out) == {"NchwcConv": 5, "Clip": 4, "Add": 1, "FromNchwc": 1, "GlobalAveragePool": 1}
+    assert counts(out) == {"NchwcConv": 5, "Clip": 4, "Add": 1, "ReduceMean": 1, "FromNchwc": 1}
     # stem: plain X, weights [M/16, C, KH, KW, 16]; depthwise [C/8, KH, KW, 8]; pointwise [M/16, C/8, 1, 1, 8, 16]
     # (M = 16: output channels in pairs of blocks)
     assert node_named(out, "stem").input[0] == "X"
@@ -138,11 +138,13 @@ def test_mobilenet_v2_block_pass_alone():
     assert init_shape(out, node_named(out, "depthwise").input[1]) == (6, 3, 3, 8)
     assert init_shape(out, node_named(out, "project").input[1]) == (1, 6, 1, 1, 8, 16)
     assert not {t.name for t in out.graph.initializer} & {"stem_W", "expand_W", "depthwise_W", "project_W"}
-    # the elementwise ops run on blocked tensors; only GlobalAveragePool reads NCHW
+    # the elementwise ops run on blocked tensors; the pool too, only its [N, C, 1, 1] result is converted
     assert node_named(out, "residual").input[:] == ["project__nchwc", "stem_act__nchwc"]
     assert all(o.endswith("__nchwc") for n in out.graph.node if n.op_type in ("Clip", "Add") for o in n.output)
+    pool = node_named(out, "Y")
+    assert pool.op_type == "ReduceMean" and attrs_of(pool) == {"axes": [2, 3], "keepdims": 1}
     (convert,) = [n for n in out.graph.node if n.op_type == "FromNchwc"]
-    assert convert.domain == DOMAIN and node_named(out, "Y").input[0] == convert.output[0]
+    assert convert.domain == DOMAIN and convert.input[0] == pool.output[0] == "Y__nchwc" and convert.output[0] == "Y"
     check(model, out)
 
 
@@ -150,7 +152,7 @@ def test_mobilenet_v2_block_after_the_kernel_fusions():
     model = mobilenet_v2_block()
     assert KERNEL_FUSION_PIPELINE[-1] == PASS  # it sees what fuse_epilogue / fuse_elementwise_chain wrote
     out = run_kernel_fusions(model)
-    assert op_types(out) == ["NchwcConv"] * 5 + ["FromNchwc", "GlobalAveragePool"]
+    assert op_types(out) == ["NchwcConv"] * 5 + ["ReduceMean", "FromNchwc"]
     project = node_named(out, "project")
     assert attrs_of(project).get("activation", b"") == b""
     assert project.input[3] == node_named(out, "stem").output[0]  # the residual Sum, read blocked
@@ -182,7 +184,7 @@ def resnet_block():
 def test_resnet_block_after_the_kernel_fusions():
     model = resnet_block()
     out = run_kernel_fusions(model)
-    assert counts(out) == {"NchwcConv": 6, "NchwcMaxPool": 1, "FromNchwc": 1, "GlobalAveragePool": 1,
+    assert counts(out) == {"NchwcConv": 6, "NchwcMaxPool": 1, "ReduceMean": 1, "FromNchwc": 1,
                            "Flatten": 1, "Gemm": 1}
     sums = [n for n in out.graph.node if n.op_type == "NchwcConv" and len(n.input) > 3]
     # fuse_epilogue takes each residual Add into the first conv feeding it, the other conv's output as Sum
@@ -358,11 +360,11 @@ def test_concat_on_another_axis_reads_nchw():
 def test_a_blocked_tensor_that_is_an_output_and_read_by_an_nchw_op_is_converted_once():
     net = Net()
     net.conv("X", 8, 16, k=3, pads=[1, 1, 1, 1], out="Y")
-    net.op("GlobalAveragePool", ["Y"], out="G")
+    net.op("GlobalMaxPool", ["Y"], out="G")
     net.op("Relu", ["Y"], out="R")  # stays blocked, itself an output
     model = net.model([("X", F32, [2, 8, 5, 5])], ["Y", "G", "R"])
     out = run_pass(model, PASS)
-    assert counts(out) == {"ToNchwc": 1, "NchwcConv": 1, "Relu": 1, "FromNchwc": 2, "GlobalAveragePool": 1}
+    assert counts(out) == {"ToNchwc": 1, "NchwcConv": 1, "Relu": 1, "FromNchwc": 2, "GlobalMaxPool": 1}
     from_nchwc = {n.input[0]: n.output[0] for n in out.graph.node if n.op_type == "FromNchwc"}
     assert from_nchwc == {"Y__nchwc": "Y", "R__nchwc": "R"}
     assert not {vi.name for vi in out.graph.value_info} & {"Y", "R"}
@@ -373,12 +375,151 @@ def test_elementwise_operands_decide_the_layout():
     net = Net()
     c = net.conv("X", 8, 8, out="c")
     scaled = net.op("Mul", [c, net.const([[[[0.5]]]])], out="scaled")         # one-element constant: blocked
-    shifted = net.op("Add", [scaled, net.const(np.ones((1, 8, 1, 1)))], out="shifted")  # per channel: NCHW
+    shifted = net.op("Add", [scaled, net.const(np.ones((1, 8, 1, 4)))], out="shifted")  # per channel and column: NCHW
     net.op("Relu", [shifted], out="Y")                                          # reads an NCHW tensor: NCHW
     model = net.model([("X", F32, [1, 8, 4, 4])], ["Y"])
     out = run_pass(model, PASS)
     assert op_types(out) == ["ToNchwc", "NchwcConv", "Mul", "FromNchwc", "Add", "Relu"]
     assert node_named(out, "scaled").output[0] == "scaled__nchwc"
+    check(model, out)
+
+
+def densenet_layer():
+    """DenseNet's pre-activation layers: BatchNorm as per-channel Mul/Add ([C, 1, 1] and
+    [1, C, 1, 1] constants) + Relu before each conv, the block's input and conv outputs
+    concatenated, a transition (BN, Relu, 1x1 conv, 2x2 average pool) and a second block."""
+    net = Net(2)
+
+    def bn_relu(x, c, scale_shape):
+        scale = net.const(net.rng.uniform(0.5, 1.5, c).reshape(scale_shape))
+        shift = net.const(net.rng.standard_normal(c).reshape(scale_shape))
+        return net.op("Relu", [net.op("Add", [net.op("Mul", [x, scale]), shift])])
+
+    x = net.conv("X", 8, 16, k=3, pads=[1, 1, 1, 1], out="stem")
+    for i in range(2):
+        grown = net.conv(bn_relu(x, 16 + 8 * i, (16 + 8 * i, 1, 1)), 16 + 8 * i, 8, k=3, pads=[1, 1, 1, 1])
+        x = net.op("Concat", [x, grown], axis=1, out=f"block1_cat{i}")
+    t = net.conv(bn_relu(x, 32, (1, 32, 1, 1)), 32, 16, bias=False, out="transition")
+    pooled = net.op("AveragePool", [t], out="pool", kernel_shape=[2, 2], strides=[2, 2])
+    grown = net.conv(bn_relu(pooled, 16, (1, 16, 1, 1)), 16, 8, k=3, pads=[1, 1, 1, 1])
+    net.op("Concat", [pooled, grown], axis=1, out="Y")
+    return net
+
+
+def test_densenet_pre_activation_and_concatenations_stay_blocked():
+    net = densenet_layer()
+    model = net.model([("X", F32, [2, 8, 6, 6])], ["Y"])
+    out = run_kernel_fusions(model)
+    # one conversion in (the graph input), one out (the graph output): no Mul/Add/Relu/Concat reads NCHW
+    assert counts(out) == {"ToNchwc": 1, "NchwcConv": 5, "Mul": 4, "Add": 4, "Relu": 4, "Concat": 3,
+                           "NchwcAveragePool": 1, "FromNchwc": 1}
+    for node in out.graph.node:
+        if node.op_type in ("Mul", "Add"):
+            scale = node.input[1]
+            assert scale.endswith("__nchwc") and init_shape(out, scale)[:1] + init_shape(out, scale)[2:] == (1, 1, 1, 8)
+    assert not {t.name for t in out.graph.initializer} & {n for n in net.inits if n.startswith("const")}
+    assert attrs_of(node_named(out, "pool")) == {"kernel_shape": [2, 2], "strides": [2, 2], "dilations": [1, 1],
+                                                 "pads": [0, 0, 0, 0]}
+    check(model, out)
+
+
+def test_per_channel_constants_are_relaid_out_channel_by_channel():
+    net = Net()
+    c = net.conv("X", 8, 16, out="c")
+    scale = np.arange(16, dtype=np.float32).reshape(16, 1, 1)
+    net.op("Mul", [c, net.const(scale)], out="Y")
+    model = net.model([("X", F32, [1, 8, 3, 3])], ["Y"])
+    out = run_pass(model, PASS)
+    got = numpy_helper.to_array(next(t for t in out.graph.initializer if t.name == node_named(out, "Y").input[1]))
+    assert got.shape == (1, 2, 1, 1, 8) and got[0, 1, 0, 0, 3] == 11  # channel 8·1 + 3
+    check(model, out)
+
+
+def test_constants_of_one_value_per_image_and_channel_read_nchw():
+    net = Net()
+    c = net.conv("X", 8, 8, out="c")
+    net.op("Add", [c, net.const(np.arange(16).reshape(2, 8, 1, 1))], out="Y")  # [N, C, 1, 1]: not per channel
+    model = net.model([("X", F32, [2, 8, 3, 3])], ["Y"])
+    out = run_pass(model, PASS)
+    assert op_types(out) == ["ToNchwc", "NchwcConv", "FromNchwc", "Add"]
+    check(model, out)
+
+
+def test_a_per_channel_constant_also_read_in_nchw_is_kept():
+    net = Net()
+    c = net.conv("X", 8, 8, out="c")
+    scale = net.const(np.full((1, 8, 1, 1), 2.0))
+    net.op("Mul", [c, scale], out="Y")
+    net.op("Mul", ["X", scale], out="Z")  # nothing blocked flows into it: NCHW, with the original constant
+    model = net.model([("X", F32, [1, 8, 2, 2])], ["Y", "Z"])
+    out = run_pass(model, PASS)
+    assert node_named(out, "Z").input[:] == ["X", scale] and node_named(out, "Y").input[1] == scale + "__nchwc"
+    check(model, out)
+
+
+def squeeze_and_excite(mean="GlobalAveragePool", opset=13, as_net=False):
+    """EfficientNet's block: expand conv, depthwise, squeeze (a spatial mean), two 1x1 convs on
+    [N, C, 1, 1] (the first with M % 8 != 0), Sigmoid, the excitation Mul, project conv."""
+    net = Net(4)
+    e = net.conv("X", 8, 32, out="expand")
+    d = net.conv(e, 32, 32, k=3, group=32, pads=[1, 1, 1, 1], out="depthwise")
+    if mean == "GlobalAveragePool":
+        s = net.op("GlobalAveragePool", [d], out="squeeze")
+    elif opset >= 18:
+        s = net.op("ReduceMean", [d, net.const([-1, 2], np.int64)], out="squeeze", keepdims=1)
+    else:
+        s = net.op("ReduceMean", [d], out="squeeze", axes=[2, 3], keepdims=1)
+    r = net.op("Relu", [net.conv(s, 32, 4, out="reduce")])
+    g = net.op("Sigmoid", [net.conv(r, 4, 32, out="excite")], out="gate")
+    scaled = net.op("Mul", [d, g], out="scaled")
+    net.conv(scaled, 32, 8, out="Y")
+    return net if as_net else net.model([("X", F32, [2, 8, 5, 5])], ["Y"], opset=opset)
+
+
+@pytest.mark.parametrize("mean, opset", [("GlobalAveragePool", 13), ("ReduceMean", 13), ("ReduceMean", 18)],
+                         ids=["global-average-pool", "reduce-mean-attribute", "reduce-mean-input"])
+def test_squeeze_and_excite_stays_blocked(mean, opset):
+    model = squeeze_and_excite(mean, opset)
+    out = run_kernel_fusions(model)
+    # only the squeezed [N, C, 1, 1] is converted (the reduce conv has M = 4): the big tensors never are
+    assert counts(out) == {"ToNchwc": 1, "NchwcConv": 4, "ReduceMean": 1, "FromNchwc": 2, "FusedConv": 1,
+                           "Mul": 1}
+    squeeze = node_named(out, "squeeze")
+    assert squeeze.input[0] == "depthwise__nchwc" and squeeze.output[0] == "squeeze__nchwc"
+    assert node_named(out, "scaled").input[:] == ["depthwise__nchwc", "gate__nchwc"]
+    check(model, out)
+
+
+def test_spatial_means_that_do_not_fit_read_nchw():
+    net = Net()
+    c = net.conv("X", 8, 8, out="c")
+    net.op("ReduceMean", [c], out="A", axes=[2, 3], keepdims=0)  # drops H and W
+    net.op("ReduceMean", [c], out="B", axes=[1, 2, 3], keepdims=1)  # over channels too
+    model = net.model([("X", F32, [1, 8, 3, 3])], ["A", "B"])
+    out = run_pass(model, PASS)
+    assert counts(out) == {"ToNchwc": 1, "NchwcConv": 1, "FromNchwc": 1, "ReduceMean": 2}
+    assert all(n.input[0] == "c" for n in out.graph.node if n.op_type == "ReduceMean")
+    check(model, out)
+
+
+@pytest.mark.parametrize("attrs", [
+    dict(kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1]),
+    dict(kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1], count_include_pad=1),
+    dict(kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1),
+    dict(kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1, pads=[1, 1, 1, 1], count_include_pad=1),
+    dict(kernel_shape=[2, 3], strides=[2, 1], auto_pad="SAME_UPPER"),
+    dict(kernel_shape=[2, 2], strides=[2, 2]),
+], ids=["same-exclude-pad", "same-include-pad", "ceil", "ceil-pads-include-pad", "auto-pad", "densenet"])
+def test_average_pool_on_a_blocked_tensor(attrs):
+    net = Net()
+    c = net.conv("X", 8, 16, k=3, pads=[1, 1, 1, 1])
+    net.op("AveragePool", [c], out="Y", **attrs)
+    model = net.model([("X", F32, [2, 8, 10, 9])], ["Y"], opset=13)
+    out = run_pass(model, PASS)
+    assert counts(out) == {"ToNchwc": 1, "NchwcConv": 1, "NchwcAveragePool": 1, "FromNchwc": 1}
+    pool = attrs_of(node_named(out, "Y"))
+    assert "auto_pad" not in pool and len(pool["pads"]) == 4 and pool.get("ceil_mode", 0) == attrs.get("ceil_mode", 0)
+    assert pool.get("count_include_pad", 0) == attrs.get("count_include_pad", 0)
     check(model, out)
 
 
@@ -421,12 +562,12 @@ def test_a_graph_input_read_by_two_convs_is_converted_once():
 def test_fused_elementwise_on_blocked_tensors_stays_blocked():
     net = Net()
     c = net.conv("X", 8, 8, k=3, pads=[1, 1, 1, 1], out="c")
-    net.op("GlobalAveragePool", [c], out="G")  # a second reader: no epilogue
+    net.op("GlobalMaxPool", [c], out="G")  # a second reader: no epilogue
     t = net.op("Sigmoid", [net.op("Add", [net.op("Mul", [c, net.const(0.5)]), net.const(1.0)])])
     net.conv(t, 8, 8, out="Y")
     model = net.model([("X", F32, [2, 8, 4, 4])], ["Y", "G"])
     out = run_kernel_fusions(model)
-    assert op_types(out) == ["ToNchwc", "NchwcConv", "FromNchwc", "GlobalAveragePool", "FusedElementwise",
+    assert op_types(out) == ["ToNchwc", "NchwcConv", "FromNchwc", "GlobalMaxPool", "FusedElementwise",
                              "NchwcConv", "FromNchwc"]
     fused = out.graph.node[4]
     assert fused.input[:] == ["c__nchwc"] and fused.output[0].endswith("__nchwc")
@@ -540,6 +681,24 @@ def test_fp16_through_the_kernel_fusions():
     assert [attrs_of(n).get("activation") for n in out.graph.node if n.op_type == "NchwcConv"] == [b"Relu", b"Relu"]
 
 
+@pytest.mark.parametrize("make, x_shape, blocked_op", [
+    (densenet_layer, [2, 8, 6, 6], "NchwcAveragePool"),
+    (lambda: squeeze_and_excite(as_net=True), [2, 8, 5, 5], "ReduceMean"),
+], ids=["densenet", "squeeze-and-excite"])
+def test_fp16_per_channel_operands_means_and_average_pools(make, x_shape, blocked_op):
+    """The float16 model blocked the same way (per-channel constants re-laid out in float16),
+    within float16 rounding of onnxruntime on the float16 model."""
+    model = fp16_model(make(), [("X", F16, x_shape)], ["Y"])
+    out = run_kernel_fusions(model)
+    assert counts(out)["ToNchwc"] == 1 and blocked_op in counts(out)
+    assert {t.data_type for t in out.graph.initializer if t.name.endswith("__nchwc")} == {F16}
+    lower_graph(out, WeightStore(), "test.onnx")
+    feeds = {"X": np.random.default_rng(5).standard_normal(x_shape).astype(np.float16)}
+    (want,), (got,) = ort_run(model, feeds), run_internal(out, feeds)
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=1e-2,
+                               atol=2e-2 * max(1.0, float(np.abs(want.astype(np.float32)).max())))
+
+
 def test_mixed_float_types_stay_nchw():
     """A float16 conv whose float32 weights were never converted is not a valid Conv to block."""
     net = Net()
@@ -579,8 +738,29 @@ def test_constant_node_weights_are_dropped_once_unread():
 
 
 # --- on the emulator -------------------------------------------------------------------------------
-@pytest.mark.parametrize("make", [mobilenet_v2_block, resnet_block])
-def test_the_emulator_runs_the_blocked_models(make):
+def densenet_model():
+    return densenet_layer().model([("X", F32, [2, 8, 6, 6])], ["Y"])
+
+
+def inception_pool_branch():
+    """Inception's pool branch (3x3/1 'same' average pool, count_include_pad 0, then a 1x1 conv)
+    beside a conv branch, concatenated, and a 3x3/2 ceil_mode average pool counting the pads."""
+    net = Net(6)
+    x = net.op("Relu", [net.conv("X", 3, 16, k=3, out="stem")])
+    pooled = net.op("AveragePool", [x], kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1])
+    cat = net.op("Concat", [net.conv(pooled, 16, 8), net.conv(x, 16, 8, k=3, pads=[1, 1, 1, 1])], axis=1)
+    net.op("AveragePool", [cat], out="Y", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1,
+           count_include_pad=1)
+    return net.model([("X", F32, [2, 3, 12, 11])], ["Y"])
+
+
+@pytest.mark.parametrize("make, conversions", [
+    (mobilenet_v2_block, 1), (resnet_block, 1),
+    (densenet_model, 2),       # the input in, the output out
+    (squeeze_and_excite, 3),   # ... and the squeezed [N, C, 1, 1] out for the NCHW reduce conv (M = 4)
+    (inception_pool_branch, 1),
+])
+def test_the_emulator_runs_the_blocked_models(make, conversions):
     from compiler import Compiler
     from compiler.options import CompilerOptions
     from tf_popef_op.runtime import ModelRunner, RuntimeConfig
@@ -589,7 +769,8 @@ def test_the_emulator_runs_the_blocked_models(make):
     want = ort_run(model, feeds)[0]
     executable = Compiler.compile(model)
     ops = [s["op"] for s in executable.executable["programs"]["main"]]
-    assert "NchwcConv" in ops and "Conv" not in ops and "FusedConv" not in ops
+    assert "NchwcConv" in ops and "Conv" not in ops and "AveragePool" not in ops
+    assert ops.count("ToNchwc") + ops.count("FromNchwc") == conversions
     got = ModelRunner(executable, RuntimeConfig()).execute(feeds)["Y"]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max())))
     plain = Compiler.compile(model, options=CompilerOptions(blocked_layout=False))

@@ -1,4 +1,5 @@
-"""Lowering rules of the NCHW8c internal ops (ToNchwc, FromNchwc, NchwcConv, NchwcMaxPool): the
+"""Lowering rules of the NCHW8c internal ops (ToNchwc, FromNchwc, NchwcConv, NchwcMaxPool,
+NchwcAveragePool): the
 step attrs they write (docs/popef.md, "Internal ops"), and the errors naming the node for
 shapes that fit no layout. Plus the `blocked_layout` option that turns the pass off."""
 import numpy as np
@@ -146,8 +147,9 @@ def test_to_nchwc_needs_channels_in_whole_blocks():
         steps([internal("ToNchwc", ["X"], ["Y"])], [("X", F32, [1, 12, 2, 2])], ["Y"])
 
 
-def test_from_nchwc_and_max_pool_need_a_blocked_input():
-    for node in (internal("FromNchwc", ["X"], ["Y"]), internal("NchwcMaxPool", ["X"], ["Y"], kernel_shape=[2, 2])):
+def test_from_nchwc_and_the_pools_need_a_blocked_input():
+    for node in (internal("FromNchwc", ["X"], ["Y"]), internal("NchwcMaxPool", ["X"], ["Y"], kernel_shape=[2, 2]),
+                 internal("NchwcAveragePool", ["X"], ["Y"], kernel_shape=[2, 2])):
         with pytest.raises(LoweringError, match=rf"node 'Y' \({node.op_type}\): input 'X' has shape \[1, 16, 2, 2\]; "
                                                 r"a blocked tensor is \[N, C/8, H, W, 8\]"):
             steps([node], [("X", F32, [1, 16, 2, 2])], ["Y"])
@@ -172,3 +174,19 @@ def test_max_pool_zero_pads_is_written_only_when_set_and_needs_the_floor_shape()
         pool(zero_pads=2)
     with pytest.raises(LoweringError, match=r"zero_pads = 1 with ceil_mode = 1 is not supported"):
         pool(zero_pads=1, ceil_mode=1)
+
+
+def test_average_pool_writes_its_window_and_count_include_pad():
+    def pool(**attrs):
+        node = internal("NchwcAveragePool", ["X"], ["Y"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
+                        **attrs)
+        return steps([node], [("X", F32, [1, 2, 8, 8, 8])], ["Y"])[0]
+
+    window = {"kernel_shape": [3, 3], "strides": [2, 2], "dilations": [1, 1], "pads": [1, 1, 1, 1]}
+    assert pool().op == "NchwcAveragePool" and pool().attrs == {**window, "count_include_pad": 0}
+    assert pool(count_include_pad=1, ceil_mode=1).attrs == {**window, "count_include_pad": 1}
+    with pytest.raises(LoweringError, match=r"node 'Y' \(NchwcAveragePool\): attribute 'count_include_pad' is 2, "
+                                            r"expected 0 or 1"):
+        pool(count_include_pad=2)
+    with pytest.raises(LoweringError, match=r"node 'Y' \(NchwcAveragePool\): missing required attribute 'kernel_shape'"):
+        steps([internal("NchwcAveragePool", ["X"], ["Y"])], [("X", F32, [1, 1, 4, 4, 8])], ["Y"])

@@ -62,36 +62,73 @@ struct DivOp {
   }
 };
 
+// y[i] = op(a[i·sa], b[i·sb]) over n elements, one loop per stride pattern so each vectorizes.
+template <typename T, typename Op>
+inline void BinaryRun(const T* pa, int64_t sa, const T* pb, int64_t sb, T* pc, int64_t n) {
+  const Op op;
+  if (sa == 1 && sb == 1) {
+    for (int64_t i = 0; i < n; ++i) pc[i] = op(pa[i], pb[i]);
+  } else if (sa == 1 && sb == 0) {
+    const T vb = *pb;
+    for (int64_t i = 0; i < n; ++i) pc[i] = op(pa[i], vb);
+  } else if (sa == 0 && sb == 1) {
+    const T va = *pa;
+    for (int64_t i = 0; i < n; ++i) pc[i] = op(va, pb[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) pc[i] = op(pa[i * sa], pb[i * sb]);
+  }
+}
+
+// Runs shorter than this are walked two loop levels at a time (see BinaryKernel).
+constexpr int64_t kShortRun = 64;
+
 template <typename T, typename Op>
 class BinaryKernel final : public Kernel {
  public:
-  explicit BinaryKernel(BroadcastPlan<2> plan) : plan_(std::move(plan)), numel_(plan_.num_runs * plan_.run_length()) {}
+  explicit BinaryKernel(BroadcastPlan<2> plan) : plan_(std::move(plan)), numel_(plan_.num_runs * plan_.run_length()) {
+    // A short innermost run (the blocked layout's 8 channels against a per-channel operand
+    // [1, C/8, 1, 1, 8]) would spend more time stepping the odometer than computing: the
+    // plan without its last level then hands out rows of runs, walked here with the
+    // second-last level's strides.
+    if (numel_ > 0 && plan_.dims.size() >= 2 && plan_.run_length() < kShortRun) {
+      rows_.dims.assign(plan_.dims.begin(), plan_.dims.end() - 1);
+      for (size_t k = 0; k < 2; ++k) rows_.strides[k].assign(plan_.strides[k].begin(), plan_.strides[k].end() - 1);
+      rows_.num_runs = plan_.num_runs / rows_.run_length();
+    }
+  }
 
   void Run(const KernelContext& ctx) const override {
     const T* a = static_cast<const T*>(ctx.inputs[0]);
     const T* b = static_cast<const T*>(ctx.inputs[1]);
     T* c = static_cast<T*>(ctx.outputs[0]);
     const int64_t sa = plan_.run_stride(0), sb = plan_.run_stride(1);
-    const Op op;
     // The run strides are fixed per kernel, so each branch is a simple loop the compiler
     // vectorizes: same shape / scalar operand / row broadcast all end up here. Large outputs
     // are split into element ranges on the intra-op pool.
+    if (!rows_.dims.empty()) {
+      const int64_t run = plan_.run_length(), ra = rows_.run_stride(0), rb = rows_.run_stride(1);
+      const bool blocks_of_8 = run == 8 && sa == 1 && sb == 1;
+      ParallelFor(plan_.num_runs, ItemsPerChunk(run, kStreamingGrain), [&](int64_t begin, int64_t end) {
+        ForEachRunInRange(rows_, begin, end, [&](int64_t o, const std::array<int64_t, 2>& off, int64_t n) {
+          if (blocks_of_8) {  // a fixed-length loop the compiler turns into whole vectors
+            const Op op;
+            for (int64_t j = 0; j < n; ++j) {
+              const T* pa = a + off[0] + j * ra;
+              const T* pb = b + off[1] + j * rb;
+              T* pc = c + (o + j) * 8;
+              for (int i = 0; i < 8; ++i) pc[i] = op(pa[i], pb[i]);
+            }
+            return;
+          }
+          for (int64_t j = 0; j < n; ++j)
+            BinaryRun<T, Op>(a + off[0] + j * ra, sa, b + off[1] + j * rb, sb, c + (o + j) * run, run);
+        });
+      });
+      return;
+    }
     ParallelFor(numel_, kStreamingGrain, [&](int64_t begin, int64_t end) {
       ForEachRunInRange(plan_, begin, end, [&](int64_t o, const std::array<int64_t, 2>& off, int64_t n) {
-        const T* pa = a + off[0];
-        const T* pb = b + off[1];
-        T* pc = c + o;
-        if (sa == 1 && sb == 1) {
-          for (int64_t i = 0; i < n; ++i) pc[i] = op(pa[i], pb[i]);
-        } else if (sa == 1 && sb == 0) {
-          const T vb = *pb;
-          for (int64_t i = 0; i < n; ++i) pc[i] = op(pa[i], vb);
-        } else if (sa == 0 && sb == 1) {
-          const T va = *pa;
-          for (int64_t i = 0; i < n; ++i) pc[i] = op(va, pb[i]);
-        } else {
-          for (int64_t i = 0; i < n; ++i) pc[i] = op(pa[i * sa], pb[i * sb]);
-        }
+        BinaryRun<T, Op>(a + off[0], sa, b + off[1], sb, c + o, n);
       });
     });
   }
@@ -99,6 +136,7 @@ class BinaryKernel final : public Kernel {
  private:
   const BroadcastPlan<2> plan_;
   const int64_t numel_;
+  BroadcastPlan<2> rows_;  // plan_ without its innermost level, when its runs are short
 };
 
 template <typename Op>

@@ -47,6 +47,8 @@ inline void ReadNchwcWindow(const KernelSpec& spec, NchwcGeometry* g) {
   g->dw = d[1];
   g->pad_top = pads[0];
   g->pad_left = pads[1];
+  g->pad_bottom = pads[2];
+  g->pad_right = pads[3];
   const int64_t span_h = g->dh * (g->kh - 1) + 1, span_w = g->dw * (g->kw - 1) + 1;
   const int64_t in_h = g->h + pads[0] + pads[2], in_w = g->w + pads[1] + pads[3];
   if (in_h < span_h || in_w < span_w)

@@ -1,10 +1,13 @@
-// NchwcMaxPool: 2-D max pooling on the blocked NCHW8c layout (docs/popef.md, "Blocked
-// layout"): X [N, C/8, H, W, 8] -> Y [N, C/8, OH, OW, 8], float32 or float16 (fp16_adapter.h).
-// Attributes kernel_shape, strides, dilations, pads [top, left, bottom, right], zero_pads. Windows are clipped to the
-// input, so padding never wins and ceil_mode needs only Y's larger shape (OH/OW may exceed the
-// floor formula by one); with zero_pads = 1 (a zero Pad the compiler folded in, ceil_mode 0)
-// the pads hold zeros instead, so a window reaching into them includes 0. Rows of (image,
-// block) planes are spread over the intra-op pool.
+// NchwcMaxPool and NchwcAveragePool: 2-D pooling on the blocked NCHW8c layout (docs/popef.md,
+// "Blocked layout"): X [N, C/8, H, W, 8] -> Y [N, C/8, OH, OW, 8], float32 or float16
+// (fp16_adapter.h). Attributes kernel_shape, strides, dilations, pads [top, left, bottom, right].
+// Windows are clipped to the input, so ceil_mode needs only Y's larger shape (OH/OW may exceed
+// the floor formula by one).
+// - NchwcMaxPool: padding never wins; with zero_pads = 1 (a zero Pad the compiler folded in,
+//   ceil_mode 0) the pads hold zeros instead, so a window reaching into them includes 0.
+// - NchwcAveragePool: the sum over the taps inside the input divided by their count, or with
+//   count_include_pad = 1 by the count of taps inside the padded input (as AveragePool).
+// Rows of (image, block) planes are spread over the intra-op pool.
 #include <memory>
 
 #include "tf_popef_op/runtime/cc/kernels/nchwc/nchwc_checks.h"
@@ -16,10 +19,12 @@ namespace tfpopef {
 namespace kernels {
 namespace {
 
-class NchwcMaxPoolKernel final : public Kernel {
+// RowFn: NchwcMaxPoolRowFn (flag: zero_pads) or NchwcAveragePoolRowFn (flag: count_include_pad).
+template <typename RowFn>
+class NchwcPoolKernel final : public Kernel {
  public:
-  NchwcMaxPoolKernel(const NchwcGeometry& g, bool zero_pads, int64_t n)
-      : g_(g), zero_pads_(zero_pads), n_(n), row_fn_(NchwcTiles().max_pool_row) {}
+  NchwcPoolKernel(const NchwcGeometry& g, bool flag, int64_t n, RowFn row_fn)
+      : g_(g), flag_(flag), n_(n), row_fn_(row_fn) {}
 
   void Run(const KernelContext& ctx) const override {
     const float* x = static_cast<const float*>(ctx.inputs[0]);
@@ -29,19 +34,21 @@ class NchwcMaxPoolKernel final : public Kernel {
     ParallelFor(rows, ItemsPerChunk(row_elements, kStreamingGrain), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const int64_t plane = r / g_.oh;
-        row_fn_(g_, zero_pads_, x, y, plane / g_.out_blocks, plane % g_.out_blocks, r % g_.oh);
+        row_fn_(g_, flag_, x, y, plane / g_.out_blocks, plane % g_.out_blocks, r % g_.oh);
       }
     });
   }
 
  private:
   const NchwcGeometry g_;
-  const bool zero_pads_;
+  const bool flag_;
   const int64_t n_;
-  const NchwcMaxPoolRowFn row_fn_;
+  const RowFn row_fn_;
 };
 
-std::unique_ptr<Kernel> CreateFloat32NchwcMaxPool(const KernelSpec& spec) {
+// X and Y checked blocked, the window read, and Y's spatial size checked against it: the floor
+// formula's, or one more row/column with ceil_mode unless `exact`.
+NchwcGeometry ReadPoolGeometry(const KernelSpec& spec, bool exact) {
   const auto& x = spec.inputs[0].shape;
   const auto& y = spec.outputs[0].shape;
   CheckBlocked(spec, "input X", x);
@@ -51,10 +58,6 @@ std::unique_ptr<Kernel> CreateFloat32NchwcMaxPool(const KernelSpec& spec) {
   g.h = x[2];
   g.w = x[3];
   ReadNchwcWindow(spec, &g);
-  const int64_t zero_pads = spec.attrs.Int("zero_pads", 0);
-  if (zero_pads != 0 && zero_pads != 1)
-    throw Error(ErrorCode::kInvalidArgument,
-                spec.Where() + ": attribute 'zero_pads' is " + std::to_string(zero_pads) + ", expected 0 or 1");
   // ceil_mode: one more output row/column whose window starts inside the input or its pads.
   if (y[0] != x[0] || y[1] != x[1] || (y[2] != g.oh && y[2] != g.oh + 1) || (y[3] != g.ow && y[3] != g.ow + 1))
     throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": output Y has shape " + ShapeToString(y) +
@@ -62,14 +65,37 @@ std::unique_ptr<Kernel> CreateFloat32NchwcMaxPool(const KernelSpec& spec) {
                                                  std::to_string(x[0]) + ", " + std::to_string(x[1]) + ", " +
                                                  std::to_string(g.oh) + ", " + std::to_string(g.ow) +
                                                  ", 8] (or one more row/column with ceil_mode)");
-  if (zero_pads == 1 && (y[2] != g.oh || y[3] != g.ow))
+  if (exact && (y[2] != g.oh || y[3] != g.ow))
     throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": output Y has shape " + ShapeToString(y) +
                                                  " but zero_pads = 1 takes the floor formula's [" + std::to_string(x[0]) +
                                                  ", " + std::to_string(x[1]) + ", " + std::to_string(g.oh) + ", " +
                                                  std::to_string(g.ow) + ", 8] (no ceil_mode)");
   g.oh = y[2];
   g.ow = y[3];
-  return std::make_unique<NchwcMaxPoolKernel>(g, zero_pads == 1, x[0]);
+  return g;
+}
+
+// A 0/1 attribute.
+bool ReadFlag(const KernelSpec& spec, const char* name) {
+  const int64_t v = spec.attrs.Int(name, 0);
+  if (v != 0 && v != 1)
+    throw Error(ErrorCode::kInvalidArgument,
+                spec.Where() + ": attribute '" + name + "' is " + std::to_string(v) + ", expected 0 or 1");
+  return v == 1;
+}
+
+std::unique_ptr<Kernel> CreateFloat32NchwcMaxPool(const KernelSpec& spec) {
+  const bool zero_pads = ReadFlag(spec, "zero_pads");
+  const NchwcGeometry g = ReadPoolGeometry(spec, zero_pads);
+  return std::make_unique<NchwcPoolKernel<NchwcMaxPoolRowFn>>(g, zero_pads, spec.inputs[0].shape[0],
+                                                              NchwcTiles().max_pool_row);
+}
+
+std::unique_ptr<Kernel> CreateFloat32NchwcAveragePool(const KernelSpec& spec) {
+  const bool count_include_pad = ReadFlag(spec, "count_include_pad");
+  const NchwcGeometry g = ReadPoolGeometry(spec, false);
+  return std::make_unique<NchwcPoolKernel<NchwcAveragePoolRowFn>>(g, count_include_pad, spec.inputs[0].shape[0],
+                                                                  NchwcTiles().average_pool_row);
 }
 
 std::unique_ptr<Kernel> CreateNchwcMaxPool(const KernelSpec& spec) {
@@ -78,9 +104,16 @@ std::unique_ptr<Kernel> CreateNchwcMaxPool(const KernelSpec& spec) {
   return WithFloat16Support(spec, CreateFloat32NchwcMaxPool);
 }
 
+std::unique_ptr<Kernel> CreateNchwcAveragePool(const KernelSpec& spec) {
+  CheckArity(spec, 1, 1, 1);
+  CheckSameDType(spec, {DType::kFloat32, DType::kFloat16});
+  return WithFloat16Support(spec, CreateFloat32NchwcAveragePool);
+}
+
 }  // namespace
 
 TFPOPEF_REGISTER_KERNEL("NchwcMaxPool", CreateNchwcMaxPool);
+TFPOPEF_REGISTER_KERNEL("NchwcAveragePool", CreateNchwcAveragePool);
 
 }  // namespace kernels
 }  // namespace tfpopef

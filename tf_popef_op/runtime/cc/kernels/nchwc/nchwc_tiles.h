@@ -1,5 +1,5 @@
-// The inner loops of the NCHW8c (blocked) kernels: NchwcConv (nchwc_conv.cc) and NchwcMaxPool
-// (nchwc_pool.cc). Layout and ops: docs/popef.md, "Blocked layout".
+// The inner loops of the NCHW8c (blocked) kernels: NchwcConv (nchwc_conv.cc), NchwcMaxPool and
+// NchwcAveragePool (nchwc_pool.cc). Layout and ops: docs/popef.md, "Blocked layout".
 //
 // A blocked tensor [N, C/8, H, W, 8] keeps the 8 channels of one pixel in one 32-byte vector,
 // so a convolution computes an output tile of OB blocks (8·OB channels) × P pixels in
@@ -36,6 +36,7 @@ struct NchwcGeometry {
   int64_t out_group = 1;
   int64_t h = 0, w = 0, oh = 0, ow = 0;
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pad_top = 0, pad_left = 0;
+  int64_t pad_bottom = 0, pad_right = 0;  // read by average pooling's count_include_pad only
   // Convolution: input blocks per pass over the input channels (see ConvPass in nchwc_tiles.inc).
   int64_t in_blocks_per_pass = 1;
 
@@ -77,12 +78,18 @@ using NchwcDepthwiseRowFn = void (*)(const NchwcGeometry& g, const float* x, con
 // zero_pads the pads are zeros (a folded zero Pad): a window reaching into them includes 0.
 using NchwcMaxPoolRowFn = void (*)(const NchwcGeometry& g, bool zero_pads, const float* x, float* y, int64_t n,
                                    int64_t cb, int64_t oy);
+// Average pooling, the same row: each window's sum over its taps inside the input, divided by
+// their count, or with count_include_pad by the count of its taps inside the padded input
+// [-pad_top, h + pad_bottom) x [-pad_left, w + pad_right) (0 where a window has no taps).
+using NchwcAveragePoolRowFn = void (*)(const NchwcGeometry& g, bool count_include_pad, const float* x, float* y,
+                                       int64_t n, int64_t cb, int64_t oy);
 
 struct NchwcTileFns {
   NchwcConvRowFn conv_row;
   NchwcConvRowHalfWeightsFn conv_row_half_weights;
   NchwcDepthwiseRowFn depthwise_row;
   NchwcMaxPoolRowFn max_pool_row;
+  NchwcAveragePoolRowFn average_pool_row;
 };
 
 // The build for this host's SIMD path (vector_math.h's ActivePath, TF_POPEF_SIMD).

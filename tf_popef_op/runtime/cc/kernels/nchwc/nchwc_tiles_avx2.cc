@@ -24,7 +24,7 @@ constexpr int kConvTileBlocks = 2;
 
 }  // namespace
 
-const NchwcTileFns kNchwcAvx2Tiles = {ConvRow<float>, ConvRow<uint16_t>, DepthwiseRow, MaxPoolRow};
+const NchwcTileFns kNchwcAvx2Tiles = {ConvRow<float>, ConvRow<uint16_t>, DepthwiseRow, MaxPoolRow, AveragePoolRow};
 
 }  // namespace kernels
 }  // namespace tfpopef

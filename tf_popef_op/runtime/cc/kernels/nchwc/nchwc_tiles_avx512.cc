@@ -35,7 +35,7 @@ constexpr int kConvTileBlocks = 4;
 
 }  // namespace
 
-const NchwcTileFns kNchwcAvx512Tiles = {ConvRow<float>, ConvRow<uint16_t>, DepthwiseRow, MaxPoolRow};
+const NchwcTileFns kNchwcAvx512Tiles = {ConvRow<float>, ConvRow<uint16_t>, DepthwiseRow, MaxPoolRow, AveragePoolRow};
 
 }  // namespace kernels
 }  // namespace tfpopef

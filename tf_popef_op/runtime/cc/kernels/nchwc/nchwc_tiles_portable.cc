@@ -35,6 +35,7 @@ inline V VLoadWeights(const uint16_t* p) {
 inline V VBroadcast(const float* p) { return V{} + *p; }
 inline V VFma(V a, V b, V c) { return a * b + c; }
 inline V VAdd(V a, V b) { return a + b; }
+inline V VDiv(V a, V b) { return a / b; }
 inline V VMax(V a, V b) { return a > b ? a : b; }
 inline V VMin(V a, V b) { return a < b ? a : b; }
 
@@ -45,7 +46,7 @@ constexpr int kConvTileBlocks = 2;
 
 }  // namespace
 
-const NchwcTileFns kNchwcPortableTiles = {ConvRow<float>, ConvRow<uint16_t>, DepthwiseRow, MaxPoolRow};
+const NchwcTileFns kNchwcPortableTiles = {ConvRow<float>, ConvRow<uint16_t>, DepthwiseRow, MaxPoolRow, AveragePoolRow};
 
 const NchwcTileFns& NchwcTiles() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
