@@ -333,6 +333,27 @@ class KernelTester {
         Fail(Describe() + (threads_ > 1 ? " [thread " + std::to_string(t) + "]" : "") + ": " + f);
   }
 
+  // Prepares and runs the kernel once and returns output `o`'s values, compared with nothing:
+  // for a test whose oracle is another kernel run. Outputs are added with any expected values.
+  std::vector<double> RunAndGetOutput(size_t o) const {
+    const std::unique_ptr<Kernel> kernel = KernelRegistry::Get().Create(Spec());
+    std::vector<std::vector<uint8_t>> inputs, outputs;
+    for (const Tensor& t : inputs_) inputs.push_back(t.bytes);
+    for (const Tensor& t : outputs_) outputs.emplace_back(t.bytes.size());
+    std::vector<uint8_t> scratch(kernel->scratch_bytes() + 64);
+    std::vector<const void*> in_ptrs;
+    std::vector<void*> out_ptrs;
+    for (const auto& b : inputs) in_ptrs.push_back(b.data());
+    for (auto& b : outputs) out_ptrs.push_back(b.data());
+    void* aligned = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
+    kernel->Run(KernelContext{in_ptrs.data(), out_ptrs.data(), aligned});
+    const DType dtype = outputs_.at(o).desc.dtype;
+    std::vector<double> values(static_cast<size_t>(outputs_[o].desc.numel()));
+    for (size_t i = 0; i < values.size(); ++i)
+      values[i] = DecodeFloating(outputs[o].data() + i * DTypeSize(dtype), dtype);
+    return values;
+  }
+
   // Preparing must fail with `code` and a message containing `fragment`.
   void ExpectError(ErrorCode code, const std::string& fragment) {
     if (!setup_error_.empty()) return Fail(Describe() + ": test setup: " + setup_error_);

@@ -56,14 +56,18 @@ struct Epi {
 
 double Activate(const Epi& e, double v) { return RefActivation(e.activation, e.params, v); }
 
-void RunConv(const ConvCase& k, const Epi& e, uint32_t seed, DType dtype = F32) {
+// The NchwcConv step of case k with random inputs (values representable in `values`, tensors
+// of `dtype`), and the naive result in *y (NCHW).
+KernelTester ConvTester(const ConvCase& k, const Epi& e, uint32_t seed, DType values, DType dtype,
+                        std::vector<double>* y_out) {
   const int64_t oh = k.oh(), ow = k.ow(), cg = k.depthwise ? 1 : k.c;
-  auto round = dtype == F16 ? AsFloat16 : AsFloat32;
+  auto round = values == F16 ? AsFloat16 : AsFloat32;
   const auto x = round(RandomValues(k.n * k.c * k.h * k.w, -2, 2, seed));
   const auto w = round(RandomValues(k.m * cg * k.kh * k.kw, -1, 1, seed + 1));
   const auto b = round(RandomValues(k.m, -1, 1, seed + 2));
   const auto s = round(RandomValues(k.n * k.m * oh * ow, -2, 2, seed + 3));
-  std::vector<double> y(static_cast<size_t>(k.n * k.m * oh * ow));
+  std::vector<double>& y = *y_out;
+  y.assign(static_cast<size_t>(k.n * k.m * oh * ow), 0.0);
   for (int64_t n = 0; n < k.n; ++n)
     for (int64_t m = 0; m < k.m; ++m)
       for (int64_t i = 0; i < oh; ++i)
@@ -112,14 +116,42 @@ void RunConv(const ConvCase& k, const Epi& e, uint32_t seed, DType dtype = F32) 
   t.AddInput(dtype, w_shape, wb);
   if (e.bias) t.AddInput(dtype, {k.m}, b);
   if (e.sum) t.AddInput(dtype, {k.n, k.m / B, oh, ow, B}, Block(s, k.n, k.m, oh * ow));
+  return t;
+}
+
+std::string Describe(const ConvCase& k, const Epi& e, DType dtype) {
+  return k.Describe() + (dtype == F16 ? " float16" : "") + " activation '" + e.activation + "'";
+}
+
+void RunConv(const ConvCase& k, const Epi& e, uint32_t seed, DType dtype = F32) {
+  const int64_t oh = k.oh(), ow = k.ow();
+  std::vector<double> y;
+  KernelTester t = ConvTester(k, e, seed, dtype, dtype, &y);
   const size_t failures = CurrentFailures().size();
   // float32 sums of up to ~650 products of values in [-2, 2]: errors of a few 1e-5 are rounding;
   // float16 adds one rounding of the output (2^-11 relative).
   const double tolerance = dtype == F16 ? 2e-3 : 1e-4;
   t.AddOutput(dtype, {k.n, k.m / B, oh, ow, B}, Block(y, k.n, k.m, oh * ow)).Tolerance(tolerance, tolerance).Run();
   for (size_t i = failures; i < CurrentFailures().size(); ++i)
-    CurrentFailures()[i] = k.Describe() + (dtype == F16 ? " float16" : "") + " activation '" + e.activation +
-                           "': " + CurrentFailures()[i];
+    CurrentFailures()[i] = Describe(k, e, dtype) + ": " + CurrentFailures()[i];
+}
+
+// Float16 must be bit-identical to float32 on the same values rounded once to nearest even:
+// widening float16 is exact and the sums are float32 in both, whether the tiles convert in
+// registers (no activation or Relu/Clip) or the float16 adapter widens and narrows around them.
+void RunConvFloat16AgainstFloat32(const ConvCase& k, const Epi& e, uint32_t seed) {
+  std::vector<double> naive;
+  const std::vector<double> y32 = ConvTester(k, e, seed, F16, F32, &naive)
+                                      .AddOutput(F32, {k.n, k.m / B, k.oh(), k.ow(), B},
+                                                 std::vector<double>(static_cast<size_t>(k.n * k.m * k.oh() * k.ow())))
+                                      .RunAndGetOutput(0);
+  const size_t failures = CurrentFailures().size();
+  ConvTester(k, e, seed, F16, F16, &naive)
+      .AddOutput(F16, {k.n, k.m / B, k.oh(), k.ow(), B}, AsFloat16(y32))
+      .Tolerance(0, 0)
+      .Run();
+  for (size_t i = failures; i < CurrentFailures().size(); ++i)
+    CurrentFailures()[i] = Describe(k, e, F16) + " vs float32 rounded once: " + CurrentFailures()[i];
 }
 
 const Epi kPlain{"", {}, false, false};
@@ -223,6 +255,16 @@ KERNEL_TEST(NchwcConv_Float16_EveryVariant_VsNaive) {
   ForEachSimdPath([&] {
     for (const Epi& e : {Epi{"Relu", {}, true, true}, Epi{"Sigmoid", {}, true, false}, kPlain})
       for (const ConvCase& k : OneOfEachVariant()) RunConv(k, e, seed += 4, F16);
+  });
+}
+
+KERNEL_TEST(NchwcConv_Float16_EveryGeometry_BitIdenticalToFloat32RoundedOnce) {
+  uint32_t seed = 17000;
+  ForEachSimdPath([&] {
+    for (const ConvCase& k : Geometries()) RunConvFloat16AgainstFloat32(k, Epi{"Relu", {}, true, true}, seed += 4);
+    for (const Epi& e : {kPlain, Epi{"Clip", {0, 6}, true, false}, Epi{"Clip", {-0.5, 0.25}, false, true},
+                         Epi{"Sigmoid", {}, true, true}})
+      for (const ConvCase& k : OneOfEachVariant()) RunConvFloat16AgainstFloat32(k, e, seed += 4);
   });
 }
 

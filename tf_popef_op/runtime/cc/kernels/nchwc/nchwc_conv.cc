@@ -1,5 +1,5 @@
 // NchwcConv: a 2-D convolution on the blocked NCHW8c layout (docs/popef.md, "Blocked layout"),
-// Y = act(conv(X, W) + B + Sum), float32 (float16 through fp16_adapter.h). The compiler
+// Y = act(conv(X, W) + B + Sum), float32 or float16. The compiler
 // (to_nchwc_layout) writes it for chains of convolutions, with W already in the blocked order,
 // so this kernel does no repacking and the weights stay mapped from the PopEF. Inputs X, W,
 // then B when has_bias = 1, then Sum when has_sum = 1. Variants, by X's rank and `group`:
@@ -12,9 +12,15 @@
 // Work items are output row segments × groups of output blocks, spread over the intra-op pool;
 // the tile loops are in nchwc_tiles.inc. A 1x1 stride-1 unpadded convolution is a matrix
 // product over pixels: its H·W pixels are one long row, cut into segments.
+//
+// Float16: the tiles read W as it is, and X and Sum too and write Y rounded once (to nearest
+// even) when the activation is one they apply in registers (none, Relu, Clip): a float16 CNN's
+// activations then cross memory at half the bytes of float32, with no widened copies. Other
+// activations, and the small bias and depthwise weights, go through fp16_adapter.h.
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "tf_popef_op/runtime/cc/kernels/nchwc/nchwc_checks.h"
@@ -42,6 +48,10 @@ constexpr int64_t kPassWeightBytes = 128 * 1024;
 constexpr int64_t kPadCopyMaxWidth = 32;
 // Multiply-adds a chunk of items must carry before it is worth handing to a pool worker.
 constexpr int64_t kChunkMacs = int64_t{1} << 18;
+// Scratch regions start at KernelContext::scratch's alignment.
+constexpr size_t kScratchAlign = 64;
+
+size_t AlignUp(size_t n) { return (n + kScratchAlign - 1) / kScratchAlign * kScratchAlign; }
 
 struct NchwcConvParams {
   NchwcGeometry g;
@@ -49,10 +59,15 @@ struct NchwcConvParams {
   bool depthwise = false;
   bool has_bias = false, has_sum = false;
   bool half_weights = false;   // W is float16, widened by the tiles as they load it
+  bool half_activations = false;  // X, Sum and Y are float16 (then W too, unless depthwise)
   bool weights_outer = false;  // items ordered block-group first (weights bigger than the input)
   bool pad_copy = false;       // run on a zero-padded copy of X (in scratch) with geometry `padded`
   NchwcGeometry padded;
   int64_t pad_bottom = 0;
+  // Float16 Y over several passes on the input channels: the partial sums' float32 buffer, in
+  // scratch after the pad copy.
+  bool partial_buffer = false;
+  size_t partial_offset = 0, scratch_bytes = 0;
   int64_t segments = 1, segment = 0;  // per output row
   int64_t block_groups = 0;           // regular: ceil(M/8 / kItemBlocks); depthwise: M/8
   NchwcEpilogue epilogue;             // bias/sum pointers filled per run
@@ -63,20 +78,30 @@ class NchwcConvKernel final : public Kernel {
  public:
   explicit NchwcConvKernel(const NchwcConvParams& p) : p_(p) {}
 
-  size_t scratch_bytes() const override {
-    return p_.pad_copy ? static_cast<size_t>(p_.n * p_.padded.in_image_stride()) * sizeof(float) : 0;
-  }
+  size_t scratch_bytes() const override { return p_.scratch_bytes; }
 
   void Run(const KernelContext& ctx) const override {
-    const float* x = static_cast<const float*>(ctx.inputs[0]);
-    if (p_.pad_copy) x = PadCopy(x, static_cast<float*>(ctx.scratch));
+    if (p_.half_activations) RunOn<uint16_t>(ctx);
+    else RunOn<float>(ctx);
+  }
+
+ private:
+  // AT: the activations' type (float, or float16 bits).
+  template <typename AT>
+  void RunOn(const KernelContext& ctx) const {
+    char* scratch = static_cast<char*>(ctx.scratch);
+    const AT* x = static_cast<const AT*>(ctx.inputs[0]);
+    if (p_.pad_copy) x = PadCopy(x, reinterpret_cast<AT*>(scratch));
     const NchwcGeometry& g = p_.pad_copy ? p_.padded : p_.g;
     const float* w = static_cast<const float*>(ctx.inputs[1]);
     const uint16_t* w_half = static_cast<const uint16_t*>(ctx.inputs[1]);
-    float* y = static_cast<float*>(ctx.outputs[0]);
+    AT* y = static_cast<AT*>(ctx.outputs[0]);
+    float* partial = nullptr;
+    if constexpr (std::is_same_v<AT, float>) partial = y;
+    else if (p_.partial_buffer) partial = reinterpret_cast<float*>(scratch + p_.partial_offset);
     NchwcEpilogue e = p_.epilogue;
     e.bias = p_.has_bias ? static_cast<const float*>(ctx.inputs[2]) : nullptr;
-    e.sum = p_.has_sum ? static_cast<const float*>(ctx.inputs[p_.has_bias ? 3 : 2]) : nullptr;
+    e.sum = p_.has_sum ? ctx.inputs[p_.has_bias ? 3 : 2] : nullptr;
     const int64_t rows = p_.n * g.oh * p_.segments;  // (image, output row, segment)
     const int64_t items = rows * p_.block_groups;
     if (items == 0) return;
@@ -88,37 +113,41 @@ class NchwcConvKernel final : public Kernel {
         const int64_t group = p_.weights_outer ? i / rows : i % p_.block_groups;
         const int64_t seg = row % p_.segments, oy = (row / p_.segments) % g.oh, n = row / (p_.segments * g.oh);
         const int64_t ox0 = seg * p_.segment, ox1 = std::min(g.ow, ox0 + p_.segment);
-        if (p_.depthwise) {
-          p_.tiles.depthwise_row(g, x, w, e, y, n, group, oy, ox0, ox1);
+        const int64_t ob0 = group * kItemBlocks, obn = std::min(kItemBlocks, g.out_blocks - ob0);
+        if constexpr (std::is_same_v<AT, float>) {
+          if (p_.depthwise) p_.tiles.depthwise_row(g, x, w, e, y, n, group, oy, ox0, ox1);
+          else if (p_.half_weights)
+            p_.tiles.conv_row_half_weights(g, x, w_half, e, partial, y, n, ob0, obn, oy, ox0, ox1);
+          else p_.tiles.conv_row(g, x, w, e, partial, y, n, ob0, obn, oy, ox0, ox1);
         } else {
-          const int64_t ob0 = group * kItemBlocks, obn = std::min(kItemBlocks, g.out_blocks - ob0);
-          if (p_.half_weights) p_.tiles.conv_row_half_weights(g, x, w_half, e, y, n, ob0, obn, oy, ox0, ox1);
-          else p_.tiles.conv_row(g, x, w, e, y, n, ob0, obn, oy, ox0, ox1);
+          if (p_.depthwise) p_.tiles.depthwise_row_half(g, x, w, e, y, n, group, oy, ox0, ox1);
+          else p_.tiles.conv_row_half(g, x, w_half, e, partial, y, n, ob0, obn, oy, ox0, ox1);
         }
       }
     };
     ParallelFor(items, ItemsPerChunk(item_macs, kChunkMacs), run);
   }
 
- private:
   // X with its pads written as zeros, one (image, block) plane per work item; returns the copy.
-  const float* PadCopy(const float* x, float* out) const {
+  template <typename AT>
+  const AT* PadCopy(const AT* x, AT* out) const {
     const NchwcGeometry& g = p_.g;
     const NchwcGeometry& pg = p_.padded;
     const int64_t row = g.w * kNchwcBlock, prow = pg.w * kNchwcBlock;
     const int64_t left = g.pad_left * kNchwcBlock;
     ParallelFor(p_.n * g.in_blocks, ItemsPerChunk(pg.in_block_stride(), kStreamingGrain), [&](int64_t b0, int64_t b1) {
       for (int64_t b = b0; b < b1; ++b) {
-        const float* src = x + b * g.in_block_stride();
-        float* dst = out + b * pg.in_block_stride();
-        std::fill(dst, dst + g.pad_top * prow, 0.0f);
+        const AT* src = x + b * g.in_block_stride();
+        AT* dst = out + b * pg.in_block_stride();
+        const AT zero{};  // +0 in either type
+        std::fill(dst, dst + g.pad_top * prow, zero);
         dst += g.pad_top * prow;
         for (int64_t r = 0; r < g.h; ++r, dst += prow, src += row) {
-          std::fill(dst, dst + left, 0.0f);
+          std::fill(dst, dst + left, zero);
           std::copy(src, src + row, dst + left);
-          std::fill(dst + left + row, dst + prow, 0.0f);
+          std::fill(dst + left + row, dst + prow, zero);
         }
-        std::fill(dst, dst + p_.pad_bottom * prow, 0.0f);
+        std::fill(dst, dst + p_.pad_bottom * prow, zero);
       }
     });
     return out;
@@ -143,7 +172,9 @@ NchwcEpilogue ReadNchwcEpilogue(const KernelSpec& spec) {
   return e;
 }
 
-std::unique_ptr<Kernel> CreateFloat32NchwcConv(const KernelSpec& spec) {
+// The kernel on the spec as WithFloat16Support hands it over: float16 where the tiles convert
+// in registers (CreateNchwcConv), float32 elsewhere.
+std::unique_ptr<Kernel> PrepareNchwcConv(const KernelSpec& spec) {
   NchwcConvParams p;
   const EpilogueInputs in = ReadEpilogueInputs(spec);
   p.has_bias = in.has_bias;
@@ -183,10 +214,14 @@ std::unique_ptr<Kernel> CreateFloat32NchwcConv(const KernelSpec& spec) {
   }
   CheckOutputShape(spec, 0, {p.n, g.out_blocks, g.oh, g.ow, kNchwcBlock});
   p.half_weights = spec.inputs[1].dtype == DType::kFloat16;
+  p.half_activations = spec.inputs[0].dtype == DType::kFloat16;
   if (p.half_weights && p.depthwise)  // CreateNchwcConv widens depthwise weights (they are small)
-    throw Error(ErrorCode::kInternal, spec.Where() + ": float16 depthwise weights reached the float32 kernel");
+    throw Error(ErrorCode::kInternal, spec.Where() + ": float16 depthwise weights reached the tiles");
   if (p.has_bias) CheckShape(spec, "bias B", spec.inputs[2].shape, {g.out_blocks * kNchwcBlock});
   p.epilogue = ReadNchwcEpilogue(spec);
+  if (p.half_activations && ((!p.depthwise && !p.half_weights) || !p.epilogue.post.is_identity()))
+    throw Error(ErrorCode::kInternal, spec.Where() + ": float16 activations reached the tiles with float32 weights "
+                                                     "or an activation they do not apply in registers");
   p.tiles = NchwcTiles();
   // A 1x1 stride-1 unpadded convolution reads pixel i for output pixel i: one long row.
   if (g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.oh == g.h && g.ow == g.w) {
@@ -206,11 +241,18 @@ std::unique_ptr<Kernel> CreateFloat32NchwcConv(const KernelSpec& spec) {
   p.pad_bottom = pads[2];
   const int64_t pad_right = pads[3];
   p.pad_copy = !p.depthwise && blocked_input && g.ow <= kPadCopyMaxWidth && (g.pad_left > 0 || pad_right > 0);
+  const size_t activation_bytes = p.half_activations ? sizeof(uint16_t) : sizeof(float);
   if (p.pad_copy) {
     p.padded = g;
     p.padded.h = g.h + g.pad_top + p.pad_bottom;
     p.padded.w = g.w + g.pad_left + pad_right;
     p.padded.pad_top = p.padded.pad_left = 0;
+    p.scratch_bytes = AlignUp(static_cast<size_t>(p.n * p.padded.in_image_stride()) * activation_bytes);
+  }
+  p.partial_buffer = p.half_activations && !p.depthwise && g.in_blocks > g.in_blocks_per_pass;
+  if (p.partial_buffer) {
+    p.partial_offset = p.scratch_bytes;
+    p.scratch_bytes += static_cast<size_t>(p.n * g.out_image_stride()) * sizeof(float);
   }
   return std::make_unique<NchwcConvKernel>(p);
 }
@@ -221,9 +263,16 @@ std::unique_ptr<Kernel> CreateNchwcConv(const KernelSpec& spec) {
   // A regular convolution's float16 weights are read as they are (widened in registers): they
   // are most of a float16 model's bytes, and the tiles then read half the weight bytes of
   // float32 (3x3 512->512 at 7x7, batch 1: 0.89x the float32 time) instead of widening a copy
-  // every run. Depthwise weights are few: the adapter widens them.
-  const bool regular = spec.attrs.Int("group") == 1;
-  return WithFloat16Support(spec, CreateFloat32NchwcConv, regular ? std::vector<size_t>{1} : std::vector<size_t>{});
+  // every run. Depthwise weights and the bias are few: the adapter widens them.
+  std::vector<size_t> native_inputs, native_outputs;
+  if (spec.attrs.Int("group") == 1) native_inputs.push_back(1);
+  if (spec.inputs[0].dtype == DType::kFloat16 && ReadNchwcEpilogue(spec).post.is_identity()) {
+    const EpilogueInputs in = ReadEpilogueInputs(spec);
+    native_inputs.push_back(0);
+    if (in.has_sum) native_inputs.push_back(in.has_bias ? 3 : 2);
+    native_outputs.push_back(0);
+  }
+  return WithFloat16Support(spec, PrepareNchwcConv, native_inputs, native_outputs);
 }
 
 }  // namespace

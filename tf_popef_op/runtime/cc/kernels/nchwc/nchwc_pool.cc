@@ -1,6 +1,7 @@
 // NchwcMaxPool and NchwcAveragePool: 2-D pooling on the blocked NCHW8c layout (docs/popef.md,
-// "Blocked layout"): X [N, C/8, H, W, 8] -> Y [N, C/8, OH, OW, 8], float32 or float16
-// (fp16_adapter.h). Attributes kernel_shape, strides, dilations, pads [top, left, bottom, right].
+// "Blocked layout"): X [N, C/8, H, W, 8] -> Y [N, C/8, OH, OW, 8], float32 or float16 (max
+// pooling compares float16 as float32 in registers, exact; average pooling through
+// fp16_adapter.h). Attributes kernel_shape, strides, dilations, pads [top, left, bottom, right].
 // Windows are clipped to the input, so ceil_mode needs only Y's larger shape (OH/OW may exceed
 // the floor formula by one).
 // - NchwcMaxPool: padding never wins; with zero_pads = 1 (a zero Pad the compiler folded in,
@@ -19,16 +20,17 @@ namespace tfpopef {
 namespace kernels {
 namespace {
 
-// RowFn: NchwcMaxPoolRowFn (flag: zero_pads) or NchwcAveragePoolRowFn (flag: count_include_pad).
-template <typename RowFn>
+// AT: the element type of X and Y (float, or uint16_t for float16); RowFn: NchwcMaxPoolRowFn<AT>
+// (flag: zero_pads) or NchwcAveragePoolRowFn (flag: count_include_pad).
+template <typename AT, typename RowFn>
 class NchwcPoolKernel final : public Kernel {
  public:
   NchwcPoolKernel(const NchwcGeometry& g, bool flag, int64_t n, RowFn row_fn)
       : g_(g), flag_(flag), n_(n), row_fn_(row_fn) {}
 
   void Run(const KernelContext& ctx) const override {
-    const float* x = static_cast<const float*>(ctx.inputs[0]);
-    float* y = static_cast<float*>(ctx.outputs[0]);
+    const AT* x = static_cast<const AT*>(ctx.inputs[0]);
+    AT* y = static_cast<AT*>(ctx.outputs[0]);
     const int64_t rows = n_ * g_.out_blocks * g_.oh;
     const int64_t row_elements = g_.ow * g_.kh * g_.kw * kNchwcBlock;
     ParallelFor(rows, ItemsPerChunk(row_elements, kStreamingGrain), [&](int64_t r0, int64_t r1) {
@@ -84,24 +86,24 @@ bool ReadFlag(const KernelSpec& spec, const char* name) {
   return v == 1;
 }
 
-std::unique_ptr<Kernel> CreateFloat32NchwcMaxPool(const KernelSpec& spec) {
-  const bool zero_pads = ReadFlag(spec, "zero_pads");
-  const NchwcGeometry g = ReadPoolGeometry(spec, zero_pads);
-  return std::make_unique<NchwcPoolKernel<NchwcMaxPoolRowFn>>(g, zero_pads, spec.inputs[0].shape[0],
-                                                              NchwcTiles().max_pool_row);
-}
-
 std::unique_ptr<Kernel> CreateFloat32NchwcAveragePool(const KernelSpec& spec) {
   const bool count_include_pad = ReadFlag(spec, "count_include_pad");
   const NchwcGeometry g = ReadPoolGeometry(spec, false);
-  return std::make_unique<NchwcPoolKernel<NchwcAveragePoolRowFn>>(g, count_include_pad, spec.inputs[0].shape[0],
-                                                                  NchwcTiles().average_pool_row);
+  return std::make_unique<NchwcPoolKernel<float, NchwcAveragePoolRowFn>>(g, count_include_pad, spec.inputs[0].shape[0],
+                                                                         NchwcTiles().average_pool_row);
 }
 
 std::unique_ptr<Kernel> CreateNchwcMaxPool(const KernelSpec& spec) {
   CheckArity(spec, 1, 1, 1);
   CheckSameDType(spec, {DType::kFloat32, DType::kFloat16});
-  return WithFloat16Support(spec, CreateFloat32NchwcMaxPool);
+  const bool zero_pads = ReadFlag(spec, "zero_pads");
+  const NchwcGeometry g = ReadPoolGeometry(spec, zero_pads);
+  const int64_t n = spec.inputs[0].shape[0];
+  const NchwcTileFns& tiles = NchwcTiles();
+  if (spec.inputs[0].dtype == DType::kFloat16)
+    return std::make_unique<NchwcPoolKernel<uint16_t, NchwcMaxPoolRowFn<uint16_t>>>(g, zero_pads, n,
+                                                                                  tiles.max_pool_row_half);
+  return std::make_unique<NchwcPoolKernel<float, NchwcMaxPoolRowFn<float>>>(g, zero_pads, n, tiles.max_pool_row);
 }
 
 std::unique_ptr<Kernel> CreateNchwcAveragePool(const KernelSpec& spec) {

@@ -55,28 +55,34 @@ struct NchwcGeometry {
 // (Y's layout) and Relu/Clip in registers; `post` (any other activation) afterwards per row.
 struct NchwcEpilogue {
   const float* bias = nullptr;  // [M] or null
-  const float* sum = nullptr;   // Y's shape or null
+  const void* sum = nullptr;    // Y's shape and dtype, or null
   enum class InRegister { kNone, kRelu, kClip } in_register = InRegister::kNone;
   float lo = 0.0f, hi = 0.0f;   // Clip bounds
   Epilogue post;                // identity unless the activation is neither Relu nor Clip
 };
 
+// Activations (X, Sum, Y) and weights are float or float16 (IEEE binary16 bits, uint16_t):
+// float16 is widened in registers as it is loaded; a float16 Y is rounded to nearest even once,
+// as it is stored, and takes Relu/Clip only (NchwcEpilogue::post must be the identity).
+
 // Output row `oy` of image `n`, columns [ox0, ox1), for output blocks [ob0, ob0 + obn).
 // x, w, y: the step's whole tensors (x blocked or plain per g.in_lanes; w as the contract of
-// docs/popef.md); e: the epilogue. Regular (group 1) convolution.
-using NchwcConvRowFn = void (*)(const NchwcGeometry& g, const float* x, const float* w, const NchwcEpilogue& e,
-                                float* y, int64_t n, int64_t ob0, int64_t obn, int64_t oy, int64_t ox0, int64_t ox1);
-// The same with float16 weights (IEEE binary16 bits), widened in registers as they are loaded.
-using NchwcConvRowHalfWeightsFn = void (*)(const NchwcGeometry& g, const float* x, const uint16_t* w,
-                                           const NchwcEpilogue& e, float* y, int64_t n, int64_t ob0, int64_t obn,
-                                           int64_t oy, int64_t ox0, int64_t ox1);
-// Depthwise (group == C == M, blocked input): block `cb` of image n, row oy, columns [ox0, ox1).
-using NchwcDepthwiseRowFn = void (*)(const NchwcGeometry& g, const float* x, const float* w,
-                                     const NchwcEpilogue& e, float* y, int64_t n, int64_t cb, int64_t oy, int64_t ox0,
-                                     int64_t ox1);
+// docs/popef.md); e: the epilogue; partial: where partial sums wait between passes over the
+// input channels (Y's layout in float32: y itself when Y is float32, else a buffer; unused
+// when one pass takes all input channels). Regular (group 1) convolution.
+template <typename AT, typename WT>
+using NchwcConvRowFn = void (*)(const NchwcGeometry& g, const AT* x, const WT* w, const NchwcEpilogue& e,
+                                float* partial, AT* y, int64_t n, int64_t ob0, int64_t obn, int64_t oy, int64_t ox0,
+                                int64_t ox1);
+// Depthwise (group == C == M, blocked input, float32 weights): block `cb` of image n, row oy,
+// columns [ox0, ox1).
+template <typename AT>
+using NchwcDepthwiseRowFn = void (*)(const NchwcGeometry& g, const AT* x, const float* w, const NchwcEpilogue& e,
+                                     AT* y, int64_t n, int64_t cb, int64_t oy, int64_t ox0, int64_t ox1);
 // Max pooling (windows clipped to the input): block `cb` of image n, row oy, all columns. With
 // zero_pads the pads are zeros (a folded zero Pad): a window reaching into them includes 0.
-using NchwcMaxPoolRowFn = void (*)(const NchwcGeometry& g, bool zero_pads, const float* x, float* y, int64_t n,
+template <typename AT>
+using NchwcMaxPoolRowFn = void (*)(const NchwcGeometry& g, bool zero_pads, const AT* x, AT* y, int64_t n,
                                    int64_t cb, int64_t oy);
 // Average pooling, the same row: each window's sum over its taps inside the input, divided by
 // their count, or with count_include_pad by the count of its taps inside the padded input
@@ -85,10 +91,13 @@ using NchwcAveragePoolRowFn = void (*)(const NchwcGeometry& g, bool count_includ
                                        int64_t n, int64_t cb, int64_t oy);
 
 struct NchwcTileFns {
-  NchwcConvRowFn conv_row;
-  NchwcConvRowHalfWeightsFn conv_row_half_weights;
-  NchwcDepthwiseRowFn depthwise_row;
-  NchwcMaxPoolRowFn max_pool_row;
+  NchwcConvRowFn<float, float> conv_row;
+  NchwcConvRowFn<float, uint16_t> conv_row_half_weights;
+  NchwcConvRowFn<uint16_t, uint16_t> conv_row_half;
+  NchwcDepthwiseRowFn<float> depthwise_row;
+  NchwcDepthwiseRowFn<uint16_t> depthwise_row_half;
+  NchwcMaxPoolRowFn<float> max_pool_row;
+  NchwcMaxPoolRowFn<uint16_t> max_pool_row_half;
   NchwcAveragePoolRowFn average_pool_row;
 };
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "tf_popef_op/runtime/cc/kernels/nchwc/nchwc_tiles.h"
 #include "tf_popef_op/runtime/cc/kernels/support/target_pragma.h"
@@ -35,7 +36,9 @@ constexpr int kConvTileBlocks = 4;
 
 }  // namespace
 
-const NchwcTileFns kNchwcAvx512Tiles = {ConvRow<float>, ConvRow<uint16_t>, DepthwiseRow, MaxPoolRow, AveragePoolRow};
+const NchwcTileFns kNchwcAvx512Tiles = {ConvRow<float, float>, ConvRow<float, uint16_t>, ConvRow<uint16_t, uint16_t>,
+                                        DepthwiseRow<float>, DepthwiseRow<uint16_t>, MaxPoolRow<float>,
+                                        MaxPoolRow<uint16_t>, AveragePoolRow};
 
 }  // namespace kernels
 }  // namespace tfpopef

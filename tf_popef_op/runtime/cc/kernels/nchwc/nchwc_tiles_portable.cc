@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "tf_popef_op/runtime/cc/base/half.h"
 #include "tf_popef_op/runtime/cc/kernels/nchwc/nchwc_tiles.h"
@@ -25,14 +26,19 @@ inline V VLoad(const float* p) {
   __builtin_memcpy(&v, p, sizeof(v));  // unaligned
   return v;
 }
-inline void VStore(float* p, V v) { __builtin_memcpy(p, &v, sizeof(v)); }
-inline V VLoadWeights(const float* p) { return VLoad(p); }
-inline V VLoadWeights(const uint16_t* p) {
+inline V VLoad(const uint16_t* p) {
   V v;
   for (int i = 0; i < 8; ++i) v[i] = HalfToFloat(p[i]);
   return v;
 }
+inline void VStore(float* p, V v) { __builtin_memcpy(p, &v, sizeof(v)); }
+inline void VStore(uint16_t* p, V v) {  // rounded to nearest even
+  for (int i = 0; i < 8; ++i) p[i] = FloatToHalf(v[i]);
+}
+inline V VLoadWeights(const float* p) { return VLoad(p); }
+inline V VLoadWeights(const uint16_t* p) { return VLoad(p); }
 inline V VBroadcast(const float* p) { return V{} + *p; }
+inline V VBroadcast(const uint16_t* p) { return V{} + HalfToFloat(*p); }
 inline V VFma(V a, V b, V c) { return a * b + c; }
 inline V VAdd(V a, V b) { return a + b; }
 inline V VDiv(V a, V b) { return a / b; }
@@ -46,7 +52,9 @@ constexpr int kConvTileBlocks = 2;
 
 }  // namespace
 
-const NchwcTileFns kNchwcPortableTiles = {ConvRow<float>, ConvRow<uint16_t>, DepthwiseRow, MaxPoolRow, AveragePoolRow};
+const NchwcTileFns kNchwcPortableTiles = {ConvRow<float, float>, ConvRow<float, uint16_t>, ConvRow<uint16_t, uint16_t>,
+                                          DepthwiseRow<float>, DepthwiseRow<uint16_t>, MaxPoolRow<float>,
+                                          MaxPoolRow<uint16_t>, AveragePoolRow};
 
 const NchwcTileFns& NchwcTiles() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))

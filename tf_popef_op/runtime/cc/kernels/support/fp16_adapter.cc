@@ -91,20 +91,32 @@ bool HasFloat16(const std::vector<TensorDesc>& tensors) {
   return false;
 }
 
+bool SameDTypes(const std::vector<TensorDesc>& a, const std::vector<TensorDesc>& b) {
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].dtype != b[i].dtype) return false;
+  return true;
+}
+
+// Float16 tensors of `tensors` become float32, except those at the `native` positions.
+void WidenDTypes(std::vector<TensorDesc>* tensors, const std::vector<size_t>& native) {
+  for (size_t i = 0; i < tensors->size(); ++i)
+    if ((*tensors)[i].dtype == DType::kFloat16 && std::find(native.begin(), native.end(), i) == native.end())
+      (*tensors)[i].dtype = DType::kFloat32;
+}
+
 }  // namespace
 
 std::unique_ptr<Kernel> WithFloat16Support(const KernelSpec& spec, const KernelFactory& make_float32,
-                                           const std::vector<size_t>& native_float16_inputs) {
+                                           const std::vector<size_t>& native_float16_inputs,
+                                           const std::vector<size_t>& native_float16_outputs) {
   if (!HasFloat16(spec.inputs) && !HasFloat16(spec.outputs)) return make_float32(spec);
   KernelSpec float32_spec = spec;
-  for (size_t i = 0; i < float32_spec.inputs.size(); ++i) {
-    const bool native = std::find(native_float16_inputs.begin(), native_float16_inputs.end(), i) !=
-                        native_float16_inputs.end();
-    if (float32_spec.inputs[i].dtype == DType::kFloat16 && !native) float32_spec.inputs[i].dtype = DType::kFloat32;
-  }
-  for (TensorDesc& t : float32_spec.outputs)
-    if (t.dtype == DType::kFloat16) t.dtype = DType::kFloat32;
-  return std::make_unique<Float16Adapter>(spec, float32_spec, make_float32(float32_spec));
+  WidenDTypes(&float32_spec.inputs, native_float16_inputs);
+  WidenDTypes(&float32_spec.outputs, native_float16_outputs);
+  std::unique_ptr<Kernel> inner = make_float32(float32_spec);
+  if (SameDTypes(spec.inputs, float32_spec.inputs) && SameDTypes(spec.outputs, float32_spec.outputs))
+    return inner;  // every float16 tensor is native: nothing to widen or narrow
+  return std::make_unique<Float16Adapter>(spec, float32_spec, std::move(inner));
 }
 
 }  // namespace kernels

@@ -11,7 +11,8 @@
 //
 // `native_float16_inputs` lists inputs the float32 kernel reads as float16 itself (NchwcConv's
 // weights, widened in registers as its tiles load them): they are neither copied nor widened,
-// and stay float16 in the spec it is prepared with.
+// and stay float16 in the spec it is prepared with. `native_float16_outputs` likewise lists
+// outputs it writes as float16 itself (rounding once, to nearest even, as the adapter would).
 #pragma once
 
 #include <cstddef>
@@ -26,7 +27,8 @@ namespace kernels {
 // Validate dtypes *before* calling this (so errors name the real dtype); `make_float32` sees
 // the float32 view of the spec and does the shape checks.
 std::unique_ptr<Kernel> WithFloat16Support(const KernelSpec& spec, const KernelFactory& make_float32,
-                                           const std::vector<size_t>& native_float16_inputs = {});
+                                           const std::vector<size_t>& native_float16_inputs = {},
+                                           const std::vector<size_t>& native_float16_outputs = {});
 
 }  // namespace kernels
 }  // namespace tfpopef
