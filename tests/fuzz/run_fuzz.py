@@ -120,18 +120,17 @@ def main(argv=None) -> int:
 
     if args.replay:
         module, _ = load_target(args.target)
-        if args.sanitizer_build:
-            check_sanitizer_build(args.sanitizer_build)
+    else:
+        with atheris.instrument_imports(include=["popef", "compiler", "tf_popef_op", "serving", "targets"]):
+            module, mutate = load_target(args.target)
+    if args.sanitizer_build:
+        check_sanitizer_build(args.sanitizer_build)
+    if args.replay:
         for path in args.replay:
             with open(path, "rb") as f:
                 module.check(f.read())
             print(f"{path}: ok")
         return 0
-
-    with atheris.instrument_imports(include=["popef", "compiler", "tf_popef_op", "serving", "targets"]):
-        module, mutate = load_target(args.target)
-    if args.sanitizer_build:
-        check_sanitizer_build(args.sanitizer_build)
 
     def custom_mutator(data: bytes, max_size: int, seed: int) -> bytes:
         rng = random.Random(seed)
