@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 STAMP  := $(VENV)/.deps-stamp
 
-.PHONY: all venv build demo test test-fast bench fuzz soak clean
+.PHONY: all venv build demo test test-fast bench fuzz fuzz-asan soak clean
 
 all: build
 
@@ -74,6 +74,16 @@ $(FUZZ_STAMP): $(STAMP) requirements-fuzz.txt
 # seed and run count, so its slice is the same inputs every time).
 fuzz: build $(FUZZ_STAMP)
 	for t in $(FUZZ_TARGETS); do nice -n 10 $(PY) tests/fuzz/run_fuzz.py $$t --seconds $(FUZZ_SECONDS) $(FUZZ_ARGS) || exit 1; done
+
+FUZZ_ASAN_DIR     := build/fuzz-asan
+FUZZ_ASAN_TARGETS ?= runtime_popef
+
+# The targets that reach the C++ runtime, run on a separate build of it with ASan, UBSan and
+# libFuzzer edge coverage (tests/fuzz/sanitizer_build.py; needs clang with compiler-rt and fails
+# saying so without it). The in-place build is untouched; runs go to build/fuzz-asan/work/.
+fuzz-asan: $(FUZZ_STAMP)
+	$(PY) tests/fuzz/sanitizer_build.py --out $(FUZZ_ASAN_DIR)
+	for t in $(FUZZ_ASAN_TARGETS); do nice -n 10 $(PY) tests/fuzz/run_fuzz.py $$t --sanitizer-build $(FUZZ_ASAN_DIR) --workdir $(FUZZ_ASAN_DIR)/work --seconds $(FUZZ_SECONDS) $(FUZZ_ARGS) || exit 1; done
 
 SOAK_CLIENTS ?= 64
 SOAK_SECONDS ?= 60

@@ -2,6 +2,7 @@
 
     python tests/fuzz/run_fuzz.py TARGET [--seconds 60] [--workdir build/fuzz] [-- libFuzzer flags]
     python tests/fuzz/run_fuzz.py TARGET --replay FILE...   # run files once, no fuzzing
+    python tests/fuzz/run_fuzz.py runtime_popef --sanitizer-build build/fuzz-asan ...
 
 Targets live in tests/fuzz/targets (each has `check(data)` and `seed_inputs()`). The corpus
 starts from the seeds and the regression corpus tests/fuzz/corpus/TARGET; new coverage is kept
@@ -9,6 +10,10 @@ in WORKDIR/TARGET/corpus and findings are written to WORKDIR/TARGET/findings/. P
 popef, compiler and tf_popef_op is coverage-instrumented; the mutators are structure-aware
 (valid CRCs and JSON for PopEF, parseable protobufs for ONNX, parseable YAML for configs), with
 libFuzzer's byte mutations mixed in.
+
+--sanitizer-build DIR runs the C++ runtime of DIR (tests/fuzz/sanitizer_build.py: ASan, UBSan and
+libFuzzer edge coverage) instead of the in-place build: the script re-executes itself with DIR's
+preload library and sanitizer options, and DIR goes first on sys.path.
 """
 import argparse
 import hashlib
@@ -32,6 +37,31 @@ TARGETS = ("runtime_popef", "python_popef", "compiler_onnx", "compiler_fusion_ya
 SUBPROCESS_REPLAY = ("serving_kserve_grpc",)
 IN_PROCESS_REPLAY = tuple(t for t in TARGETS if t not in SUBPROCESS_REPLAY)
 REGRESSION_CORPUS = os.path.join(HERE, "corpus")
+# The targets that call the C++ runtime, the ones worth running with --sanitizer-build.
+NATIVE_TARGETS = ("runtime_popef",)
+
+
+def use_sanitizer_build(folder: str) -> None:
+    """Re-executes this process with FOLDER's ASan+libFuzzer preload (once), and puts FOLDER
+    first on sys.path."""
+    import sanitizer_build
+    folder = os.path.abspath(folder)
+    preload = os.path.join(folder, sanitizer_build.PRELOAD_NAME)
+    if not os.path.exists(preload):
+        sys.exit(f"{preload} missing: build it with tests/fuzz/sanitizer_build.py --out {folder}")
+    if os.environ.get("LD_PRELOAD") != preload:
+        env = dict(os.environ, LD_PRELOAD=preload,
+                   ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", sanitizer_build.ASAN_OPTIONS),
+                   UBSAN_OPTIONS=os.environ.get("UBSAN_OPTIONS", sanitizer_build.UBSAN_OPTIONS))
+        os.execve(sys.executable, [sys.executable, os.path.abspath(__file__), *sys.argv[1:]], env)
+    sys.path.insert(0, folder)
+
+
+def check_sanitizer_build(folder: str) -> None:
+    """Fails unless the runtime the target imported is FOLDER's."""
+    runtime = sys.modules.get("tf_popef_op.runtime._runtime")
+    if runtime is None or not runtime.__file__.startswith(os.path.abspath(folder) + os.sep):
+        sys.exit(f"the target did not load the sanitized runtime of {folder}: {runtime}")
 
 
 def load_target(name: str):
@@ -79,19 +109,28 @@ def main(argv=None) -> int:
     parser.add_argument("--timeout", type=int, default=30, help="seconds one input may take before it is a hang")
     parser.add_argument("--rss_limit_mb", type=int, default=3072)
     parser.add_argument("--replay", nargs="+", metavar="FILE", help="run these inputs once and exit")
+    parser.add_argument("--sanitizer-build", metavar="DIR",
+                        help="run the C++ runtime built by tests/fuzz/sanitizer_build.py into DIR")
     args, libfuzzer_args = parser.parse_known_args(argv)
+    if args.sanitizer_build:
+        if args.target not in NATIVE_TARGETS:
+            parser.error(f"--sanitizer-build: {args.target} does not call the C++ runtime")
+        use_sanitizer_build(args.sanitizer_build)
     import atheris  # requirements-fuzz.txt; replaying the corpus (make test) does not need it
 
     if args.replay:
         module, _ = load_target(args.target)
+    else:
+        with atheris.instrument_imports(include=["popef", "compiler", "tf_popef_op", "serving", "targets"]):
+            module, mutate = load_target(args.target)
+    if args.sanitizer_build:
+        check_sanitizer_build(args.sanitizer_build)
+    if args.replay:
         for path in args.replay:
             with open(path, "rb") as f:
                 module.check(f.read())
             print(f"{path}: ok")
         return 0
-
-    with atheris.instrument_imports(include=["popef", "compiler", "tf_popef_op", "serving", "targets"]):
-        module, mutate = load_target(args.target)
 
     def custom_mutator(data: bytes, max_size: int, seed: int) -> bytes:
         rng = random.Random(seed)

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "tf_popef_op/runtime/cc/base/half.h"
+#include "tf_popef_op/runtime/cc/kernels/support/cpu_features.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -46,7 +47,7 @@ __attribute__((target("avx,f16c"))) void NarrowF16C(const float* src, uint16_t* 
 
 bool CpuHasF16C() {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  return __builtin_cpu_supports("avx") && CpuidHasF16c();
 }
 #else
 bool CpuHasF16C() { return false; }

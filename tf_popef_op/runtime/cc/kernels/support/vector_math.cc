@@ -9,6 +9,7 @@
 
 #include "tf_popef_op/runtime/cc/base/error.h"
 #include "tf_popef_op/runtime/cc/kernels/support/activations.h"
+#include "tf_popef_op/runtime/cc/kernels/support/cpu_features.h"
 #include "tf_popef_op/runtime/cc/kernels/support/vector_math_paths.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -60,7 +61,7 @@ float PortableExpShiftedSum(const float* x, float* y, int64_t n, float shift) {
 #ifdef TFPOPEF_HAVE_AVX2_PATH
 bool DetectAvx2Fma() {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && CpuidHasF16c();
 }
 bool DetectAvx512() {
   __builtin_cpu_init();
