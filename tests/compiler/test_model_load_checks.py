@@ -171,3 +171,13 @@ def test_batch_size_or_input_dim_beyond_int64_is_a_config_error(options, message
     from compiler.converter import Converter
     with pytest.raises(ConfigError, match=message):
         Converter(**options).convert(_gemm_model())
+
+
+def test_a_required_input_with_an_empty_name_is_refused():
+    # An empty name means "omitted", which only an optional input may be: constant folding
+    # would otherwise run the node without it.
+    model = make_model([helper.make_node("Transpose", [""], ["O"], name="t")], [("X", F32, [2])], [("O", F32, None)])
+    with pytest.raises(ModelLoadError) as e:
+        Compiler.compile(model)
+    assert str(e.value) == ("<model 'test'>: node 't' (Transpose, opset 13): input 0 ('data') is required but its "
+                            "name is empty")
