@@ -77,12 +77,13 @@ def fold_conv_affine(model, ctx):
 
 def _weights_cover_channels(owner: onnx.NodeProto, out_type, folder: ChannelAffineFolder) -> bool:
     """Only constant weights with at least one element per output channel can take a fold. The
-    channel count comes from the output's type, which may be a declared (and absurd) shape when
-    inference cannot type the node, so it is checked before anything is allocated from it."""
-    if len(owner.input) < 2 or owner.input[1] not in folder.constants:
+    channel axis and count come from the output's type, which may be a declared (and absurd)
+    shape when inference cannot type the node, so they are checked before anything is
+    allocated from them."""
+    axis = channel_axis(owner.op_type, len(out_type.shape))
+    if len(owner.input) < 2 or owner.input[1] not in folder.constants or axis >= len(out_type.shape):
         return False
-    channels = out_type.shape[channel_axis(owner.op_type, len(out_type.shape))]
-    return channels <= folder.constants.value(owner.input[1]).size
+    return out_type.shape[axis] <= folder.constants.value(owner.input[1]).size
 
 
 class _Chain:

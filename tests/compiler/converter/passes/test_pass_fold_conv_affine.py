@@ -237,3 +237,12 @@ def test_a_declared_channel_count_beyond_the_weights_allocates_nothing():
                        [("X", F32, [1, 2]), ("Y", F32, [1, 2, 3])], [("O", F32, [1 << 62])],
                        {"C": np.ones((2, 4), np.float32)})
     assert run_pass(model, "fold_conv_affine") == model
+
+
+def test_a_declared_output_without_the_channel_axis_is_left_alone():
+    # The Conv's input cannot be typed, so its output keeps the declared rank-1 shape, which
+    # has no channel axis 1.
+    model = make_model([helper.make_node("Add", ["X", "Y"], ["Z"]), helper.make_node("Conv", ["Z", "C"], ["O"])],
+                       [("X", F32, [1]), ("Y", F32, [1, "batch"])], [("O", F32, [4])],
+                       {"C": np.ones((2, 1, 1, 1), np.float32)})
+    assert run_pass(model, "fold_conv_affine") == model
