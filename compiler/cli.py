@@ -105,6 +105,7 @@ def compile_from_settings(s: dict, out=sys.stdout) -> Executable:
                               max_tensor_size=s["max_tensor_size"]).validate()
     converter = Converter(input_shape=s["input_shape"], precision=s["precision"], batch_size=s["batch_size"],
                           batch_axis=s["batch_axis"], max_tensor_size=s["max_tensor_size"],
+                          max_input_bytes=available_bytes(options.num_ipus, options.device_memory_bytes),
                           used_passes=s["passes"] or None, skip_passes=s["skip_passes"] or None,
                           convert_version=s["convert_version"], signature_name=s["signature_name"])
     model_path = s["input_model"]

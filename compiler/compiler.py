@@ -20,6 +20,7 @@ from compiler.frontends.model_loading import ModelSource, load_model
 from compiler.fusion import FusionEntry, fuse_models
 from compiler.kernel_fusion import apply_kernel_fusion
 from compiler.lowering import lower_model
+from compiler.lowering.device_memory import available_bytes
 from compiler.onnx_graph.type_inference import infer_types
 from compiler.options import CompilerOptions
 from compiler.popef_writer import emit_popef
@@ -40,6 +41,7 @@ class Compiler:
         model = select_outputs(model, outputs, name)
         converter = Converter(batch_size=options.batch_size, batch_axis=options.batch_axis,
                               max_tensor_size=options.max_tensor_size, model_name=name,
+                              max_input_bytes=available_bytes(options.num_ipus, options.device_memory_bytes),
                               convert_version=convert_version)
         converted = converter.convert(model)
         return compile_converted(converted, options, name, converter.passes_run, converter.options)

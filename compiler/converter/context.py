@@ -19,6 +19,7 @@ class PassContext:
     batch_size: Optional[int] = None                 # None: keep the inputs' batch dims
     batch_axis: int = 0
     max_tensor_size: int = -1                        # bytes a folded constant may have; -1 = unlimited
+    max_input_bytes: Optional[int] = None            # bytes one graph input may have (the device memory); None = unlimited
     passes_run: List[str] = dataclasses.field(default_factory=list)
     logger: logging.Logger = dataclasses.field(default_factory=lambda: get_logger("converter"))
 
@@ -34,6 +35,8 @@ class PassContext:
         if not _is_int(self.max_tensor_size) or self.max_tensor_size < -1:
             raise ConfigError(f"max_tensor_size must be a number of bytes or -1 (unlimited), "
                               f"got {self.max_tensor_size!r}")
+        if self.max_input_bytes is not None and (not _is_int(self.max_input_bytes) or self.max_input_bytes < 0):
+            raise ConfigError(f"max_input_bytes must be a number of bytes or None, got {self.max_input_bytes!r}")
         for name, dims in self.input_shape.items():
             if not isinstance(dims, (list, tuple)) or not all(_is_int(d) and d >= 0 for d in dims):
                 raise ConfigError(f"input_shape for '{name}' must be a list of non-negative integers, got {dims!r}")

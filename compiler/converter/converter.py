@@ -24,6 +24,7 @@ class Converter:
                  batch_size: Optional[int] = None,
                  batch_axis: Optional[int] = None,
                  max_tensor_size: int = -1,
+                 max_input_bytes: Optional[int] = None,
                  used_passes: Optional[Sequence[str]] = None,
                  skip_passes: Optional[Sequence[str]] = None,
                  convert_version: Optional[int] = None,
@@ -31,7 +32,8 @@ class Converter:
                  logger=None,
                  signature_name: Optional[str] = None):
         self.ctx_args = dict(input_shape=dict(input_shape or {}), precision=precision, batch_size=batch_size,
-                             batch_axis=0 if batch_axis is None else batch_axis, max_tensor_size=max_tensor_size)
+                             batch_axis=0 if batch_axis is None else batch_axis, max_tensor_size=max_tensor_size,
+                             max_input_bytes=max_input_bytes)
         PassContext(**self.ctx_args)  # validates the options now, not at convert()
         self.pipeline = resolve_pipeline(used_passes, skip_passes)
         self.convert_version = convert_version

@@ -1,6 +1,7 @@
 """Checks every node of a model (and of its subgraphs): its names are text (ONNX is proto2, so
 protobuf hands invalid UTF-8 strings over as bytes), and it matches its ONNX operator schema for
-the opset the model imports: input and output counts, required attributes present, attribute types.
+the opset the model imports: input and output counts, required inputs and outputs named, required
+attributes present, attribute types.
 The converter passes and the lowering rely on them, so a node breaking its schema is refused
 at load time, naming the node, rather than failing deep in a pass. Ops without a schema
 (custom domains, unknown ops) are left to the converter, which reports unsupported ops."""
@@ -47,6 +48,11 @@ def _check_node(node: onnx.NodeProto, opsets: Dict[str, int], model_name: str) -
     if not schema.min_output <= len(node.output) <= schema.max_output:
         raise ModelLoadError(f"{where} has {len(node.output)} outputs; the operator gives {schema.min_output} to "
                              f"{schema.max_output}")
+    for kind, names, formals in (("input", node.input, schema.inputs), ("output", node.output, schema.outputs)):
+        for index, (name, formal) in enumerate(zip(names, formals)):
+            # An empty name stands for an omitted optional input or output only.
+            if not name and formal.option == defs.OpSchema.FormalParameterOption.Single:
+                raise ModelLoadError(f"{where}: {kind} {index} ('{formal.name}') is required but its name is empty")
     given = {a.name: a for a in node.attribute}
     for name, spec in schema.attributes.items():
         if spec.required and name not in given:

@@ -103,6 +103,7 @@ def _lower_one(index: int, entry: FusionEntry, options: CompilerOptions,
     try:  # option errors do not know which entry they belong to
         converter = Converter(input_shape=entry.input_shape, precision=entry.precision, batch_size=batch_size,
                               batch_axis=batch_axis, max_tensor_size=max_tensor_size,
+                              max_input_bytes=available_bytes(options.num_ipus, options.device_memory_bytes),
                               used_passes=entry.passes or None, skip_passes=entry.skip_passes or None,
                               convert_version=entry.convert_version, model_name=label)
     except CompileError as e:

@@ -108,6 +108,8 @@ class ChannelAffineFolder(GraphRewrite):
         trans_b = bool(attrs.get("transB", 0))
         if b.ndim != 2 or (b.shape[0] if trans_b else b.shape[1]) != s.size or not _is_float(b):
             return False
+        if c is not None and not _broadcasts_over_columns(self.constants.value(gemm.input[2]), s.size):
+            return False
         columns = s[:, None] if trans_b else s[None, :]
         new = {} if _is_one(s) else {1: (b.astype(np.float64) * columns).astype(b.dtype)}
         if c is not None or np.any(t):
@@ -161,3 +163,9 @@ def _is_one(scale: np.ndarray) -> bool:
 
 def _is_float(value: np.ndarray) -> bool:
     return np.issubdtype(value.dtype, np.floating)
+
+
+def _broadcasts_over_columns(c: np.ndarray, columns: int) -> bool:
+    """A float Gemm bias that the per-column scale can multiply: Gemm's C broadcasts to [M, N],
+    so its last axis must hold 1 or N values (an invalid model can declare any C)."""
+    return _is_float(c) and c.ndim <= 2 and (c.ndim == 0 or c.shape[-1] in (1, columns))

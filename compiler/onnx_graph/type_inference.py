@@ -18,6 +18,11 @@ from compiler.onnx_graph.tensor_types import TensorType, type_of_initializer, ty
 # Initializers up to this many elements stay in the inference copy: data propagation needs the
 # values of small shape constants (Reshape targets, Slice bounds...), never of weights.
 _KEEP_INITIALIZER_ELEMENTS = 4096
+# onnx's data propagation stands for every 1-D tensor of static length N that a propagating op
+# (Gather, Concat, Add...) reads by a TensorShapeProto of N dims, about 70 bytes each: a declared
+# [2^31] input took 13 GB. Shape values have a handful of elements, so when the model's 1-D
+# tensors hold more than this in total, its types are inferred without data propagation.
+_MAX_PROPAGATED_ELEMENTS = 1 << 22
 
 
 def _light_copy(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -94,10 +99,9 @@ def _infer_types(model: onnx.ModelProto, strict: bool, model_name: str,
             vi = light.graph.value_info.add()
             vi.name = name
         write_type(vi, t)
-    try:
-        inferred = onnx.shape_inference.infer_shapes(light, check_type=strict, strict_mode=strict, data_prop=True)
-    except Exception as e:  # onnx raises InferenceError / ValidationError from C++
-        raise ConversionError(f"{model_name}: shape inference failed: {str(e).strip()}") from None
+    inferred = _infer_shapes(light, strict, model_name, data_prop=False)
+    if _one_dim_elements(inferred) <= _MAX_PROPAGATED_ELEMENTS:
+        inferred = _infer_shapes(light, strict, model_name, data_prop=True)
     types: Dict[str, TensorType] = {}
     for init in model.graph.initializer:
         types[init.name] = type_of_initializer(init)
@@ -140,6 +144,24 @@ def infer_node_types(node: onnx.NodeProto, input_types: Dict[str, TensorType], i
         if t is not None:
             result[name] = t
     return result
+
+
+def _infer_shapes(light: onnx.ModelProto, strict: bool, model_name: str, data_prop: bool) -> onnx.ModelProto:
+    try:
+        return onnx.shape_inference.infer_shapes(light, check_type=strict, strict_mode=strict, data_prop=data_prop)
+    except Exception as e:  # onnx raises InferenceError / ValidationError from C++
+        raise ConversionError(f"{model_name}: shape inference failed: {str(e).strip()}") from None
+
+
+def _one_dim_elements(inferred: onnx.ModelProto) -> int:
+    """The elements of all 1-D tensors of static length: what data propagation would track."""
+    graph = inferred.graph
+    total = 0
+    for vi in list(graph.input) + list(graph.value_info) + list(graph.output):
+        shape = vi.type.tensor_type.shape if vi.type.HasField("tensor_type") else None
+        if shape is not None and len(shape.dim) == 1 and shape.dim[0].HasField("dim_value"):
+            total += max(shape.dim[0].dim_value, 0)
+    return total
 
 
 def body_output_types(model: onnx.ModelProto, model_name: str) -> List[Optional[TensorType]]:

@@ -2,9 +2,9 @@
 first header line and its answer, so a shutdown answers every request already sent (none
 dropped) before closing connections.
 
-It also refuses a body larger than --rest_api_max_body_bytes from its Content-Length header
-alone: 413 and the connection closed, before any of the body is read. A chunked body has no
-length up front; tornado stops reading it at the same limit (400, connection closed)."""
+It also refuses a body larger than --rest_api_max_body_bytes with 413 and closes the
+connection: from its Content-Length header alone, before any of the body is read; or, for a
+chunked body (no length up front), as soon as the bytes received pass the limit."""
 import asyncio
 import json
 import time
@@ -23,27 +23,44 @@ class _BusyOnHeaders(tornado.httputil.HTTPMessageDelegate):
         self._request_conn = request_conn
         self._max_body_bytes = max_body_bytes
         self._on_refused = on_refused
+        self._received = 0
 
     def headers_received(self, start_line, headers):
         self._on_headers()
         length = headers.get("Content-Length", "")
         if length.isdigit() and int(length) > self._max_body_bytes:
-            return self._refuse(int(length))
+            return self._refuse_from_length(int(length))
+        if "Transfer-Encoding" in headers and "Content-Length" not in headers:
+            # tornado would answer a bare 400 at a chunk header that passes its limit;
+            # data_received counts the body instead and answers 413.
+            self._request_conn.set_max_body_size(2 ** 63)
         return self._delegate.headers_received(start_line, headers)
 
-    def _refuse(self, length: int):
+    def _refuse_from_length(self, length: int):
         """Answers 413 on the raw stream and closes it: tornado stops reading this
         connection once it is detached, so the body is never buffered."""
-        body = json.dumps({"error": f"the request body has {length} bytes, more than the "
-                                    f"limit of {self._max_body_bytes} "
-                                    "(--rest_api_max_body_bytes)"}).encode()
+        body = _too_large(f"{length} bytes", self._max_body_bytes)
         stream = self._request_conn.detach()
         self._on_refused()
         head = (b"HTTP/1.1 413 Payload Too Large\r\nContent-Type: application/json\r\n"
                 b"Connection: close\r\nContent-Length: %d\r\n\r\n" % len(body))
         stream.write(head + body).add_done_callback(lambda _: stream.close())
 
+    def _refuse_received(self):
+        """Answers 413 while the body is still arriving: tornado then passes no more of it on
+        and closes the connection once the answer is sent."""
+        body = _too_large(f"at least {self._received} bytes", self._max_body_bytes)
+        self._on_refused()
+        self._request_conn.write_headers(
+            tornado.httputil.ResponseStartLine("HTTP/1.1", 413, "Payload Too Large"),
+            tornado.httputil.HTTPHeaders({"Content-Type": "application/json", "Connection": "close",
+                                          "Content-Length": str(len(body))}), body)
+        self._request_conn.finish()
+
     def data_received(self, chunk):
+        self._received += len(chunk)
+        if self._received > self._max_body_bytes:
+            return self._refuse_received()
         return self._delegate.data_received(chunk)
 
     def finish(self):
@@ -51,6 +68,11 @@ class _BusyOnHeaders(tornado.httputil.HTTPMessageDelegate):
 
     def on_connection_close(self):
         return self._delegate.on_connection_close()
+
+
+def _too_large(size: str, limit: int) -> bytes:
+    return json.dumps({"error": f"the request body has {size}, more than the limit of {limit} "
+                                "(--rest_api_max_body_bytes)"}).encode()
 
 
 class DrainingHTTPServer(tornado.httpserver.HTTPServer):

@@ -3,6 +3,8 @@ tensor data that does not match its dims, nodes breaking their operator schema, 
 names, external data outside the model's folder, absurd shapes (before any allocation), and
 YAML configs that are not text."""
 import os
+import subprocess
+import sys
 
 import numpy as np
 import onnx
@@ -111,6 +113,41 @@ def test_input_dims_whose_byte_count_overflows_int64_are_refused():
         Compiler.compile(model)
 
 
+def test_an_input_larger_than_the_device_is_refused_before_the_converter_infers_types():
+    model = make_model([helper.make_node("Transpose", ["X"], ["T"]), helper.make_node("Gather", ["T", "i"], ["O"])],
+                       [("X", TensorProto.FLOAT16, [1 << 31])], [("O", TensorProto.FLOAT16, None)],
+                       {"i": np.array([0, 1], np.int64)})
+    with pytest.raises(DeviceMemoryError) as e:
+        Compiler.compile(model)
+    assert str(e.value) == ("<model 'test'>: input 'X' (float16 [2147483648]) needs 4,294,967,296 bytes, more than "
+                            "the device memory of 940,572,672; reduce the batch size or the input shapes")
+
+
+_INFER_HUGE_ONE_DIM_INPUT = """
+import resource, sys
+import numpy as np
+from onnx import TensorProto, helper
+sys.path.insert(0, sys.argv[1])
+from compiler_test_helpers import make_model
+from compiler.onnx_graph.type_inference import infer_types
+resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+model = make_model([helper.make_node("Transpose", ["X"], ["T"]), helper.make_node("Gather", ["T", "i"], ["O"])],
+                   [("X", TensorProto.FLOAT16, [1 << 31])], [("O", TensorProto.FLOAT16, None)],
+                   {"i": np.array([0, 1], np.int64)})
+print(infer_types(model).types["O"])
+"""
+
+
+def test_type_inference_of_a_huge_one_dim_tensor_takes_no_memory_for_it():
+    # onnx's data propagation would hold a [2^31] tensor as 2^31 unknown values (13 GB): the
+    # address-space limit turns that into a failure instead of taking the machine's memory.
+    here = os.path.dirname(os.path.abspath(__file__))
+    done = subprocess.run([sys.executable, "-c", _INFER_HUGE_ONE_DIM_INPUT, here], capture_output=True, text=True,
+                          timeout=60, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "float16 [2]"
+
+
 def test_yaml_config_that_is_not_utf8_is_a_config_error(tmp_path):
     path = tmp_path / "config.yaml"
     path.write_bytes(b"output_dir: './'\nmodel_fusion: \xff\n")
@@ -134,3 +171,13 @@ def test_batch_size_or_input_dim_beyond_int64_is_a_config_error(options, message
     from compiler.converter import Converter
     with pytest.raises(ConfigError, match=message):
         Converter(**options).convert(_gemm_model())
+
+
+def test_a_required_input_with_an_empty_name_is_refused():
+    # An empty name means "omitted", which only an optional input may be: constant folding
+    # would otherwise run the node without it.
+    model = make_model([helper.make_node("Transpose", [""], ["O"], name="t")], [("X", F32, [2])], [("O", F32, None)])
+    with pytest.raises(ModelLoadError) as e:
+        Compiler.compile(model)
+    assert str(e.value) == ("<model 'test'>: node 't' (Transpose, opset 13): input 0 ('data') is required but its "
+                            "name is empty")

@@ -128,6 +128,57 @@ def test_body_at_the_limit_is_read(server):
     assert answer == {"predictions": [[3.0, 5.0]]}
 
 
+_PREDICT_BODIES = {
+    "/v1/models/affine:predict": ({"instances": [[1.0, 2.0]]}, lambda a: a["predictions"] == [[3.0, 5.0]]),
+    "/v2/models/affine/infer": ({"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 2],
+                                             "data": [1.0, 2.0]}]}, lambda a: a["outputs"][0]["data"] == [3.0, 5.0]),
+}
+
+
+def _send_chunked(server, path, chunks):
+    """A raw HTTP/1.1 POST with Transfer-Encoding: chunked and the given chunks (the
+    terminating empty chunk only if listed); the raw answer, read until the server closes
+    or a full response with Content-Length has arrived."""
+    with socket.create_connection(("127.0.0.1", server.rest_port), timeout=10) as sock:
+        sock.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     "Transfer-Encoding: chunked\r\n\r\n".encode())
+        for chunk in chunks:
+            sock.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        answer = b""
+        while True:
+            head, _, body = answer.partition(b"\r\n\r\n")
+            length = re.search(rb"Content-Length: (\d+)", head, re.IGNORECASE)
+            if length and len(body) >= int(length.group(1)):
+                return answer
+            data = sock.recv(65536)
+            if not data:
+                return answer
+            answer += data
+
+
+@pytest.mark.parametrize("path", sorted(_PREDICT_BODIES))
+def test_chunked_body_over_the_limit_gets_413_naming_the_flag(server, path):
+    piece = b" " * (1 << 16)
+    chunks = [piece] * (BODY_LIMIT // len(piece)) + [b" "]    # BODY_LIMIT + 1 bytes, unterminated
+    answer = _send_chunked(server, path, chunks)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 413"), answer[:300]
+    assert b"Connection: close" in head
+    assert json.loads(body) == {"error": f"the request body has at least {BODY_LIMIT + 1} bytes, more than "
+                                         f"the limit of {BODY_LIMIT} (--rest_api_max_body_bytes)"}
+
+
+@pytest.mark.parametrize("path", sorted(_PREDICT_BODIES))
+def test_chunked_body_under_the_limit_is_served(server, path):
+    request, is_right = _PREDICT_BODIES[path]
+    raw = json.dumps(request).encode()
+    padding = b" " * (BODY_LIMIT - len(raw) - 10)      # whitespace, so the body stays valid JSON
+    answer = _send_chunked(server, path, [raw[:5], raw[5:], padding, b""])
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), answer[:300]
+    assert is_right(json.loads(body)), body
+
+
 @pytest.mark.parametrize("path", ["/v1/models/affine:predict", "/v2/models/affine/infer"])
 def test_json_nested_past_the_limit_is_a_400_naming_it(server, path):
     deep = "[" * (MAX_JSON_DEPTH + 1) + "]" * (MAX_JSON_DEPTH + 1)

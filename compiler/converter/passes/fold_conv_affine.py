@@ -51,6 +51,8 @@ def fold_conv_affine(model, ctx):
         out_type = types.get(owner.output[0])
         if out_type is None or not out_type.is_static or out_type.elem_type not in _FLOAT_TYPES or not out_type.shape:
             continue
+        if not _weights_cover_channels(owner, out_type, folder):
+            continue
         chain = _Chain(owner, out_type, folder)
         cur = owner.output[0]
         while True:
@@ -71,6 +73,17 @@ def fold_conv_affine(model, ctx):
             ctx.logger.debug("fold_conv_affine: %s folded into %s '%s'", ops, owner.op_type, owner.name)
             readers = consumers(graph)
     return model
+
+
+def _weights_cover_channels(owner: onnx.NodeProto, out_type, folder: ChannelAffineFolder) -> bool:
+    """Only constant weights with at least one element per output channel can take a fold. The
+    channel axis and count come from the output's type, which may be a declared (and absurd)
+    shape when inference cannot type the node, so they are checked before anything is
+    allocated from them."""
+    axis = channel_axis(owner.op_type, len(out_type.shape))
+    if len(owner.input) < 2 or owner.input[1] not in folder.constants or axis >= len(out_type.shape):
+        return False
+    return out_type.shape[axis] <= folder.constants.value(owner.input[1]).size
 
 
 class _Chain:

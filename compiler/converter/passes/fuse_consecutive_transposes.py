@@ -1,4 +1,4 @@
-from onnx import helper
+from onnx import AttributeProto, helper
 
 from compiler.converter.pass_registry import register
 from compiler.converter.passes.eliminate_nop_transpose import transpose_perm
@@ -39,7 +39,8 @@ def fuse_consecutive_transposes(model, ctx):
         # removes it otherwise).
         node.input[0] = first.input[0]
         node.ClearField("attribute")
-        node.attribute.append(helper.make_attribute("perm", [p1[j] for j in p2]))
+        # The type is given: a scalar's perm is empty, and an empty list has no type to infer.
+        node.attribute.append(helper.make_attribute("perm", [p1[j] for j in p2], attr_type=AttributeProto.INTS))
 
     for node in transposes:
         fuse(node)

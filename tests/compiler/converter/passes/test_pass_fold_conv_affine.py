@@ -228,3 +228,21 @@ def test_shift_only_goes_into_the_bias_and_keeps_the_weights_tensor():
                       consts={"t": RNG.standard_normal((M, 1, 1)).astype(np.float32), "u": np.float32(0.5)})
     _check(model, ["Conv"])
     assert run_pass(model, "fold_conv_affine").graph.node[0].input[1] == "W"
+
+
+def test_a_declared_channel_count_beyond_the_weights_allocates_nothing():
+    # Gemm of a rank-3 input cannot be typed, so its output keeps the declared [2^62] shape;
+    # the pass must not size its per-channel vectors from it.
+    model = make_model([helper.make_node("Add", ["X", "Y"], ["Z"]), helper.make_node("Gemm", ["Z", "C"], ["O"])],
+                       [("X", F32, [1, 2]), ("Y", F32, [1, 2, 3])], [("O", F32, [1 << 62])],
+                       {"C": np.ones((2, 4), np.float32)})
+    assert run_pass(model, "fold_conv_affine") == model
+
+
+def test_a_declared_output_without_the_channel_axis_is_left_alone():
+    # The Conv's input cannot be typed, so its output keeps the declared rank-1 shape, which
+    # has no channel axis 1.
+    model = make_model([helper.make_node("Add", ["X", "Y"], ["Z"]), helper.make_node("Conv", ["Z", "C"], ["O"])],
+                       [("X", F32, [1]), ("Y", F32, [1, "batch"])], [("O", F32, [4])],
+                       {"C": np.ones((2, 1, 1, 1), np.float32)})
+    assert run_pass(model, "fold_conv_affine") == model

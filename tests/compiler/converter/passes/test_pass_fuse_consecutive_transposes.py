@@ -36,3 +36,12 @@ def test_first_transpose_kept_when_something_else_reads_it():
     assert op_types(out) == ["Transpose", "Transpose", "Relu"]
     assert out.graph.node[1].input[0] == "X" and list(out.graph.node[1].attribute[0].ints) == [0, 1]
     assert_same_outputs(model, out, random_feeds(model))
+
+
+def test_two_transposes_of_a_scalar_become_one_with_an_empty_perm():
+    nodes = [helper.make_node("Transpose", ["X"], ["a"]), helper.make_node("Transpose", ["a"], ["O"])]
+    model = make_model(nodes, [("X", F32, [])], [("O", F32, None)])
+    out = run_pass(model, ["fuse_consecutive_transposes", "dead_code_elimination"])
+    assert op_types(out) == ["Transpose"]
+    assert out.graph.node[0].input[0] == "X" and list(out.graph.node[0].attribute[0].ints) == []
+    assert_same_outputs(model, out, random_feeds(model))
