@@ -68,10 +68,8 @@ def lower_nchwc_conv(ctx: NodeContext) -> KernelCall:
     return with_epilogue(ctx, KernelCall("NchwcConv", [], attrs), "NchwcConv", FLOATS)
 
 
-@lowering_rule(f"{DOMAIN}::NchwcMaxPool")
-def lower_nchwc_max_pool(ctx: NodeContext) -> KernelCall:
-    """Max over windows clipped to the input; ceil_mode is only in Y's static shape. zero_pads = 1
-    (a folded zero Pad, ceil_mode 0): the pads hold zeros."""
+def _pool_window(ctx: NodeContext) -> dict:
+    """The window attributes of a blocked pool, its X and Y checked against them."""
     ctx.require_inputs(1)
     ctx.require_dtypes(FLOATS)
     x = _blocked_input(ctx)
@@ -83,6 +81,14 @@ def lower_nchwc_max_pool(ctx: NodeContext) -> KernelCall:
     if expected is None:
         raise ctx.error(f"the window {attrs} does not fit input {ctx.input_type(0).shape_text()}")
     _require_output(ctx, expected)
+    return attrs
+
+
+@lowering_rule(f"{DOMAIN}::NchwcMaxPool")
+def lower_nchwc_max_pool(ctx: NodeContext) -> KernelCall:
+    """Max over windows clipped to the input; ceil_mode is only in Y's static shape. zero_pads = 1
+    (a folded zero Pad, ceil_mode 0): the pads hold zeros."""
+    attrs = _pool_window(ctx)
     zero_pads = int(ctx.attr("zero_pads", 0))
     if zero_pads not in (0, 1):
         raise ctx.error(f"attribute 'zero_pads' is {zero_pads}, expected 0 or 1")
@@ -95,17 +101,7 @@ def lower_nchwc_max_pool(ctx: NodeContext) -> KernelCall:
 def lower_nchwc_average_pool(ctx: NodeContext) -> KernelCall:
     """Mean over windows clipped to the input, divided by the taps inside the input or, with
     count_include_pad = 1, inside the padded input; ceil_mode is only in Y's static shape."""
-    ctx.require_inputs(1)
-    ctx.require_dtypes(FLOATS)
-    x = _blocked_input(ctx)
-    kernel = ctx.attr("kernel_shape")
-    if kernel is None:
-        raise ctx.error("missing required attribute 'kernel_shape'")
-    attrs = window_attrs(ctx, kernel, spatial=x[2:4])
-    expected = nchwc_pool_output_shape(x, ctx.node.attribute)
-    if expected is None:
-        raise ctx.error(f"the window {attrs} does not fit input {ctx.input_type(0).shape_text()}")
-    _require_output(ctx, expected)
+    attrs = _pool_window(ctx)
     count_include_pad = int(ctx.attr("count_include_pad", 0))
     if count_include_pad not in (0, 1):
         raise ctx.error(f"attribute 'count_include_pad' is {count_include_pad}, expected 0 or 1")
