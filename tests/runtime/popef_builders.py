@@ -1,11 +1,13 @@
 """Hand-written PopEF files for the runtime tests, built with the compiler's writer exactly as
 docs/popef.md describes (no dependency on the compiler's lowering)."""
 import copy
+import json
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
 from popef.format import BlobType
+from popef.reader import PopefFile
 from popef.writer import encode_popef, json_payload
 
 ALIGN = 64
@@ -178,3 +180,17 @@ def fused_model(index_dtype: str = "int32", index_shape=(1,), ipu_version: str =
 
 def fused_expected(index: int, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return x + y if index == 0 else (x + y) * x
+
+
+def with_edited_executable(executable, edit) -> bytes:
+    """The bytes of `executable` (anything with `to_bytes()`) with `edit(doc)` applied to its
+    Executable JSON and the file re-encoded (valid CRCs): a hostile or broken writer's file."""
+    blobs = []
+    for b in PopefFile(executable.to_bytes()).blobs:
+        payload = bytes(b.payload)
+        if b.type == BlobType.EXECUTABLE:
+            doc = json.loads(payload)
+            edit(doc)
+            payload = json_payload(doc)
+        blobs.append((b.type, b.name, payload))
+    return encode_popef(blobs)

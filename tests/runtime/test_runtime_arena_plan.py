@@ -4,7 +4,6 @@ alternate; what a sub-program uses from outside is live across the whole control
 body's formals and results live through the whole body. Hand-built plans for the rules, the
 compiler's own control-flow plans (accepted, and refused once an offset is moved), and the fuzz
 reproducer."""
-import json
 import os
 
 import numpy as np
@@ -16,7 +15,7 @@ from popef.reader import PopefFile
 from popef.writer import encode_popef, json_payload
 from tests.compiler import control_flow_models as models
 from tests.compiler.compiler_test_helpers import ort_run
-from tests.runtime.popef_builders import _model, anchor
+from tests.runtime.popef_builders import _model, anchor, with_edited_executable
 from tf_popef_op import runtime
 
 SHAPE = [4, 8]  # float32: 128 bytes, two 64-byte slots
@@ -108,19 +107,6 @@ def _compiled(model):
     return Compiler.compile(model.SerializeToString())
 
 
-def _edit(executable, edit):
-    popef = PopefFile(executable.to_bytes())
-    blobs = []
-    for b in popef.blobs:
-        payload = bytes(b.payload)
-        if b.type == BlobType.EXECUTABLE:
-            doc = json.loads(payload)
-            edit(doc)
-            payload = json_payload(doc)
-        blobs.append((b.type, b.name, payload))
-    return encode_popef(blobs)
-
-
 def _tensor(doc, name):
     return next(t for t in doc["tensors"] if t["name"] == name)
 
@@ -159,7 +145,7 @@ def test_a_branch_tensor_on_the_bytes_of_the_condition_is_refused(if_executable)
     # The condition (an enclosing tensor used by the If step) is live across both branches.
     def edit(doc):
         _tensor(doc, "the_if/then/t0")["offset"] = _tensor(doc, "c")["offset"]
-    message = load_error(_edit(if_executable, edit))
+    message = load_error(with_edited_executable(if_executable, edit))
     assert "'c' [" in message and "'the_if/then/t0' [" in message
     assert "of program 'main/the_if/then'" in message
 
@@ -189,7 +175,7 @@ def test_a_body_temporary_on_a_carried_body_input_is_refused(while_executable):
         h_in = next(n for n in names if n.endswith("/h_in"))
         total = next(n for n in names if n.endswith("/total"))
         _tensor(doc, total)["offset"] = _tensor(doc, h_in)["offset"]
-    message = load_error(_edit(while_executable, edit))
+    message = load_error(with_edited_executable(while_executable, edit))
     assert "h_in' [" in message and "total' [" in message and "of program 'main/the_while/body'" in message
 
 
@@ -203,7 +189,7 @@ def test_a_body_tensor_read_before_the_body_writes_it_lives_through_the_whole_bo
         add["inputs"][0] = ids["total"]
         next(s for s in body if s["op"] == "Less")["inputs"][0] = ids["half"]
         _tensor(doc, "the_while/body/n_out")["offset"] = _tensor(doc, "the_while/body/total")["offset"]
-    message = load_error(_edit(while_executable, edit))
+    message = load_error(with_edited_executable(while_executable, edit))
     assert ("'the_while/body/total' from the start of program 'main/the_while/body' to the end of program "
             "'main/the_while/body'") in message
 
@@ -213,7 +199,7 @@ def test_a_loop_result_on_its_own_formals_bytes_is_refused():
     # a result sharing its formal's bytes would be overwritten before its copy.
     def edit(doc):
         _tensor(doc, "outer_loop/body/a_in:result")["offset"] = _tensor(doc, "outer_loop/body/a_in")["offset"]
-    message = load_error(_edit(_compiled(models.if_in_loop_model()), edit))
+    message = load_error(with_edited_executable(_compiled(models.if_in_loop_model()), edit))
     assert "'outer_loop/body/a_in' [" in message and "'outer_loop/body/a_in:result' [" in message
 
 
@@ -222,7 +208,7 @@ def test_a_sub_program_run_by_two_control_steps_is_refused(if_executable):
         main = doc["programs"]["main"]
         step = next(s for s in main if s["op"] == "If")
         main.insert(main.index(step), dict(step, name="twin"))
-    message = load_error(_edit(if_executable, edit))
+    message = load_error(with_edited_executable(if_executable, edit))
     assert "program 'main/the_if/then' is run by" in message and "a sub-program must belong to one If or Loop" in message
 
 

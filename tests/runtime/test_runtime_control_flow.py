@@ -2,7 +2,6 @@
 computed condition, Loop with a data-dependent condition / a run-time trip count, an If nested
 in a Loop body, a Loop with scan outputs and a static trip count; numerics against
 onnxruntime; and the runtime's validation of If/Loop steps."""
-import json
 
 import numpy as np
 import pytest
@@ -10,10 +9,8 @@ import pytest
 import compiler.converter.passes.unroll_control_flow as unroll
 from compiler import Compiler
 from compiler.converter import Converter
-from popef.format import BlobType
-from popef.reader import PopefFile
-from popef.writer import encode_popef, json_payload
 from tests.compiler import control_flow_models as models
+from tests.runtime.popef_builders import with_edited_executable
 from tests.compiler.compiler_test_helpers import ort_run
 from tf_popef_op import runtime
 
@@ -126,19 +123,6 @@ def test_executable_without_control_flow_stays_version_1():
 # ---------------------------------------------------------------- runtime validation
 
 
-def _with_executable(executable, edit):
-    popef = PopefFile(executable.to_bytes())
-    blobs = []
-    for b in popef.blobs:
-        payload = bytes(b.payload)
-        if b.type == BlobType.EXECUTABLE:
-            doc = json.loads(payload)
-            edit(doc)
-            payload = json_payload(doc)
-        blobs.append((b.type, b.name, payload))
-    return encode_popef(blobs)
-
-
 @pytest.fixture(scope="module")
 def if_executable():
     return Compiler.compile(models.if_model().SerializeToString())
@@ -154,7 +138,7 @@ def test_runtime_rejects_an_if_whose_condition_is_not_bool(if_executable):
     def edit(doc):
         step = next(s for s in doc["programs"]["main"] if s["op"] == "If")
         step["cond"] = next(t["id"] for t in doc["tensors"] if t["name"] == "s")  # the float sum
-    message = _load_error(_with_executable(if_executable, edit))
+    message = _load_error(with_edited_executable(if_executable, edit))
     assert "programs.main[2].cond" in message and "must hold one bool" in message
 
 
@@ -162,12 +146,12 @@ def test_runtime_rejects_programs_that_call_themselves(if_executable):
     def edit(doc):
         step = next(s for s in doc["programs"]["main"] if s["op"] == "If")
         doc["programs"][step["then"]].append(dict(step))  # the then-branch runs the If again
-    message = _load_error(_with_executable(if_executable, edit))
+    message = _load_error(with_edited_executable(if_executable, edit))
     assert "control flow makes programs call themselves" in message
 
 
 def test_runtime_rejects_version_3(if_executable):
     def edit(doc):
         doc["version"] = 3
-    message = _load_error(_with_executable(if_executable, edit))
+    message = _load_error(with_edited_executable(if_executable, edit))
     assert "Executable version 3 is not supported (this runtime supports 1 to 2)" in message
