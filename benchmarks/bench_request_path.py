@@ -156,25 +156,27 @@ def native_latency(server, runner, x, iterations, rounds, calls) -> dict:
     per_block = max(1, iterations // rounds)
     discard = max(1, per_block // 10)   # each block starts on a new connection, cold caches
     print(f"== latency, native client: {rounds} rounds of {per_block}-call blocks", flush=True)
-    before = ok_requests(server)
     samples = {name: [] for name in [IN_PROCESS, *clients]}
     sent = 0
-    for name, count in block_schedule(list(samples), per_block + discard, rounds):
-        if name == IN_PROCESS:
-            for i in range(count):
-                t0 = time.perf_counter()
-                runner.execute({"X": x})
-                if i >= discard:
-                    samples[name].append(time.perf_counter() - t0)
-        else:
-            samples[name] += clients[name].block(count)[discard:]
-            sent += count
-    after = ok_requests(server)
+    try:
+        before = ok_requests(server)
+        for name, count in block_schedule(list(samples), per_block + discard, rounds):
+            if name == IN_PROCESS:
+                for i in range(count):
+                    t0 = time.perf_counter()
+                    runner.execute({"X": x})
+                    if i >= discard:
+                        samples[name].append(time.perf_counter() - t0)
+            else:
+                samples[name] += clients[name].block(count)[discard:]
+                sent += count
+        after = ok_requests(server)
+    finally:
+        for client in clients.values():
+            client.close()
     answered = sum(after.get(m, 0) - before.get(m, 0) for m in ("single", "savedmodel"))
     if answered != sent:
         raise RuntimeError(f"h2load sent {sent} requests but the server answered {answered} OK")
-    for client in clients.values():
-        client.close()
     return {name: summary(s) for name, s in samples.items()}
 
 

@@ -18,6 +18,8 @@ import subprocess
 import sys
 import time
 
+import numpy as np
+
 CACHE = os.path.join(os.path.dirname(os.path.abspath(__file__)), ".cache")
 MODELS = ("mobilenet_v2-alpha1.0-image_size224", "resnet50-image_size224")
 CELLS = [(m, b, p) for m in MODELS for b in (1, 8) for p in ("fp32", "fp16")]
@@ -42,7 +44,6 @@ def _compile(out: str, tag: str) -> None:
 
 def _time(out: str, tag: str, warmup: int, runs: int) -> None:
     """In the checkout's process: print {cell: median ms} as JSON."""
-    import numpy as np
     from tf_popef_op import runtime
     medians = {}
     for model, batch, precision in CELLS:
@@ -85,10 +86,13 @@ def main():
     if args.worker:
         mode, tag = args.worker
         sys.path.insert(0, os.getcwd())
-        _compile(args.out, tag) if mode == "compile" else _time(args.out, tag, args.warmup, args.runs)
+        if mode == "compile":
+            _compile(args.out, tag)
+        else:
+            _time(args.out, tag, args.warmup, args.runs)
         return
-    if len(args.checkouts) != 2:
-        parser.error("give the OLD and the NEW checkout")
+    if len(args.checkouts) != 2 or len({os.path.realpath(c) for c in args.checkouts}) != 2:
+        parser.error("give the OLD and the NEW checkout (two different folders)")
     os.makedirs(args.out, exist_ok=True)
     tags = {c: f"build{i}" for i, c in enumerate(args.checkouts)}
     for checkout, tag in tags.items():
@@ -99,7 +103,6 @@ def main():
             rounds[checkout].append(json.loads(_run(
                 checkout, "--out", args.out, "--warmup", str(args.warmup), "--runs", str(args.runs),
                 "--worker", "time", tag)))
-    import numpy as np
     old, new = args.checkouts
     median = {c: {cell: float(np.median([r[cell] for r in rounds[c]])) for cell in rounds[c][0]}
               for c in args.checkouts}

@@ -54,6 +54,16 @@ def raw_unary_caller(port, method, request: bytes):
     return call, channel.close
 
 
+def _timed_calls(call, count: int) -> List[float]:
+    """Seconds of each of `count` consecutive calls."""
+    seconds = []
+    for _ in range(count):
+        t0 = time.perf_counter()
+        call()
+        seconds.append(time.perf_counter() - t0)
+    return seconds
+
+
 def _worker(make_caller, caller_args, commands, barrier, results):
     """A client process: one channel (`make_caller(*caller_args)`); per command (threads,
     per_client), runs that many closed-loop client threads (possibly none) and answers
@@ -71,13 +81,9 @@ def _worker(make_caller, caller_args, commands, barrier, results):
         def client():
             for _ in range(WARMUP_PER_CLIENT):
                 call()
-            mine = []
             warmed.wait()
             go.wait()
-            for _ in range(per_client):
-                t0 = time.perf_counter()
-                call()
-                mine.append(time.perf_counter() - t0)
+            mine = _timed_calls(call, per_client)
             with lock:
                 latencies.extend(mine)
 
@@ -161,12 +167,8 @@ def thread_load(call, clients, requests):
     gate = threading.Barrier(clients + 1)
 
     def client():
-        mine = []
         gate.wait()
-        for _ in range(per_client):
-            t0 = time.perf_counter()
-            call()
-            mine.append(time.perf_counter() - t0)
+        mine = _timed_calls(call, per_client)
         with lock:
             latencies.extend(mine)
 

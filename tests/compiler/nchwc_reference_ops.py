@@ -64,19 +64,25 @@ def conv2d(x, w, strides, dilations, pads, group):
     return y.reshape(n, m, oh, ow)
 
 
-def max_pool2d(x, kernel_shape, strides, dilations, pads, ceil_mode, pad_value=-np.inf):
-    """ONNX MaxPool (one output): padding never wins, ceil_mode drops a last window that would
-    start in the end padding. pad_value 0: the pads hold zeros (NchwcMaxPool's zero_pads)."""
-    n, c, h, w = x.shape
+def pool_output_size(spatial, kernel_shape, strides, dilations, pads, ceil_mode):
+    """ONNX pooling's output (H, W): ceil_mode drops a last window that would start in the end
+    padding."""
     out = []
-    for i, size in enumerate((h, w)):
+    for i, size in enumerate(spatial):
         k, s, d = kernel_shape[i], strides[i], dilations[i]
         span = size + pads[i] + pads[i + 2] - d * (k - 1) - 1
         o = (-(-span // s) if ceil_mode else span // s) + 1
         if ceil_mode and (o - 1) * s >= size + pads[i]:
             o -= 1
         out.append(o)
-    oh, ow = out
+    return tuple(out)
+
+
+def max_pool2d(x, kernel_shape, strides, dilations, pads, ceil_mode, pad_value=-np.inf):
+    """ONNX MaxPool (one output): padding never wins, ceil_mode drops a last window that would
+    start in the end padding. pad_value 0: the pads hold zeros (NchwcMaxPool's zero_pads)."""
+    n, c, h, w = x.shape
+    oh, ow = pool_output_size((h, w), kernel_shape, strides, dilations, pads, ceil_mode)
     (kh, kw), (sh, sw), (dh, dw) = kernel_shape, strides, dilations
     bottom = max(pads[2], (oh - 1) * sh + dh * (kh - 1) + 1 - h - pads[0])
     right = max(pads[3], (ow - 1) * sw + dw * (kw - 1) + 1 - w - pads[1])
@@ -95,14 +101,7 @@ def average_pool2d(x, kernel_shape, strides, dilations, pads, ceil_mode, count_i
     count_include_pad the sum over those divided by its taps inside [-pad_begin, size + pad_end);
     output size as max_pool2d's (ceil_mode drops a window that would start in the end padding)."""
     n, c, h, w = x.shape
-    sizes = []
-    for i, size in enumerate((h, w)):
-        k, st, d = kernel_shape[i], strides[i], dilations[i]
-        span = size + pads[i] + pads[i + 2] - d * (k - 1) - 1
-        o = (-(-span // st) if ceil_mode else span // st) + 1
-        if ceil_mode and (o - 1) * st >= size + pads[i]:
-            o -= 1
-        sizes.append(o)
+    sizes = pool_output_size((h, w), kernel_shape, strides, dilations, pads, ceil_mode)
     y = np.zeros((n, c, *sizes))
     for oy in range(sizes[0]):
         for ox in range(sizes[1]):
