@@ -29,6 +29,7 @@ from compiler.onnx_graph.type_inference import infer_types
 
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 _WINDOW_OPS = ("Conv", "AveragePool")
+_INT64_LIMIT = 2 ** 63
 
 
 @register("fold_pad_into_conv", kind="fuse")
@@ -67,6 +68,8 @@ def fold_pad_into_conv(model, ctx):
             continue
         new = ([old[i] + begins[2 + i] for i in range(spatial)]
                + [old[spatial + i] + ends[2 + i] for i in range(spatial)])
+        if max(new) >= _INT64_LIMIT:
+            continue  # the sum does not fit the attribute; the Pad stays and meets the size checks
         _set_pads(window, new)
         window.input[0] = pad.input[0]
         remove_value_info(graph, [pad.output[0]])
