@@ -103,6 +103,10 @@ def _try_fold(node, constants, types, ctx, opsets) -> Optional[List[Tuple[str, n
         value = np.asarray(value)
         t = types.get(name)
         if t is not None and t.elem_type in DTYPE_NAMES:
+            if np.iscomplexobj(value):
+                ctx.logger.info("not folding %s (%s): the reference gave complex values for %s", node.name,
+                                node.op_type, name)
+                return None  # the declared real type would silently drop the imaginary part
             value = value.astype(helper.tensor_dtype_to_np_dtype(t.elem_type), copy=False)
         if not ctx.fits_max_tensor_size(value.nbytes):
             return None
