@@ -10,6 +10,7 @@ from compiler.converter.pass_registry import get_pass
 DEFAULT_PIPELINE: List[str] = [
     "input_shape_override",          # --input_shape
     "const_batch_size",              # --batch_size
+    "input_type_check",              # each input has an element type the emulator supports
     "input_size_check",              # each input fits the device, before anything allocates from shapes
     "constant_folding",              # also folds Shape/Size of static tensors
     "unroll_control_flow",           # Scan; Loop/If decided at compile time (tf2onnx's RNNs); refolds

@@ -40,7 +40,7 @@ def test_compile_and_export(workdir):
     assert os.path.isfile(workdir / "out" / "executable.onnx") and os.path.isfile(workdir / "out" / "executable.popef")
     assert "inputs:  X float32 [4, 3] (batch axis 0); Y float32 [4, 2] (batch axis 0)" in out
     assert "outputs: O float32 [4, 2]" in out
-    assert "passes:  input_shape_override, const_batch_size, input_size_check, constant_folding" in out
+    assert "passes:  input_shape_override, const_batch_size, input_type_check, input_size_check, constant_folding" in out
     assert "fused:   1 FusedGemm" in out  # Gemm + Relu: one step, whose output is the Add's input
     assert "device memory: weights 128 + activations 64 = 192 bytes of 940,572,672" in out
     assert os.path.join("out", "executable.popef") in out
