@@ -131,16 +131,23 @@ FastResult FastInfer(const ServedModel& model, const inference::ModelInferReques
   }
   run->Wait(model.runner->config().spin_ns);
   Counters& c = *model.counters;
+  const auto finished = [&c, start] {
+    c.last_inference_ms.store(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch()).count());
+    return static_cast<uint64_t>(NowNs() - start);
+  };
+  const auto fail = [&](grpc::Status failure) {
+    response->Clear();
+    *status = std::move(failure);
+    c.fail.fetch_add(1, std::memory_order_relaxed);
+    c.fail_by_code[static_cast<int>(status->error_code())].fetch_add(1, std::memory_order_relaxed);
+    c.fail_ns.fetch_add(finished(), std::memory_order_relaxed);
+    return FastResult::kAnswered;
+  };
   if (const Error* error = run->error()) {
     std::string message = error->what();
     if (message.size() > max_message_chars) message = message.substr(0, max_message_chars) + "...[truncated]";
-    *status = grpc::Status(GrpcCode(error->code()), message);
-    c.fail.fetch_add(1, std::memory_order_relaxed);
-    c.fail_by_code[static_cast<int>(status->error_code())].fetch_add(1, std::memory_order_relaxed);
-    c.fail_ns.fetch_add(static_cast<uint64_t>(NowNs() - start), std::memory_order_relaxed);
-    c.last_inference_ms.store(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                  std::chrono::system_clock::now().time_since_epoch()).count());
-    return FastResult::kAnswered;
+    return fail(grpc::Status(GrpcCode(error->code()), message));
   }
 
   response->set_model_name(request.model_name());
@@ -152,6 +159,9 @@ FastResult FastInfer(const ServedModel& model, const inference::ModelInferReques
     const Request::Output* out = nullptr;
     for (const Request::Output& o : outputs)
       if (o.name == spec.anchor) out = &o;
+    if (out == nullptr)  // the registration named an anchor the runner does not have
+      return fail(grpc::Status(grpc::StatusCode::INTERNAL, "output anchor '" + spec.anchor + "' of model '" +
+                                                               model.model + "' is missing from the runtime's answer"));
     auto* tensor = response->add_outputs();
     tensor->set_name(spec.name);
     tensor->set_datatype(V2Datatype(out->dtype));
@@ -167,9 +177,7 @@ FastResult FastInfer(const ServedModel& model, const inference::ModelInferReques
   c.input_ns.fetch_add(static_cast<uint64_t>(t.input_ns), std::memory_order_relaxed);
   c.infer_ns.fetch_add(static_cast<uint64_t>(t.infer_ns), std::memory_order_relaxed);
   c.output_ns.fetch_add(static_cast<uint64_t>(t.output_ns), std::memory_order_relaxed);
-  c.success_ns.fetch_add(static_cast<uint64_t>(NowNs() - start), std::memory_order_relaxed);
-  c.last_inference_ms.store(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                std::chrono::system_clock::now().time_since_epoch()).count());
+  c.success_ns.fetch_add(finished(), std::memory_order_relaxed);
   return FastResult::kAnswered;
 }
 

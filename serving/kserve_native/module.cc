@@ -111,11 +111,11 @@ class FrontEnd {
     return out;
   }
 
-  int Start(const std::string& address, int max_threads, const py::list& channel_arguments,
+  int Start(const std::string& address, int max_concurrent_rpcs, const py::list& channel_arguments,
             const std::optional<py::tuple>& tls) {
     ServerOptions options;
     options.address = address;
-    options.max_threads = max_threads;
+    options.max_concurrent_rpcs = max_concurrent_rpcs;
     for (const auto& item : channel_arguments) {
       auto pair = item.cast<py::tuple>();
       if (py::isinstance<py::int_>(pair[1]))
@@ -169,7 +169,7 @@ PYBIND11_MODULE(_kserve_native, m) {
       .def("publish", &FrontEnd::Publish, py::arg("models"),
            "Replaces the versions the fast path answers: {v2 name: (default version, {version: entry})}.")
       .def("counts", &FrontEnd::Counts, "Fast-path request counters per (v2 name, version).")
-      .def("start", &FrontEnd::Start, py::arg("address"), py::arg("max_threads"), py::arg("channel_arguments"),
+      .def("start", &FrontEnd::Start, py::arg("address"), py::arg("max_concurrent_rpcs"), py::arg("channel_arguments"),
            py::arg("tls") = py::none(), "Starts serving; returns the bound port.")
       .def("stop", &FrontEnd::Stop, py::arg("grace_s"));
 }

@@ -28,10 +28,13 @@ int NativeServer::Start(const ServerOptions& options) {
   builder.SetMaxSendMessageSize(INT32_MAX);
   for (const auto& [key, value] : options.int_arguments) builder.AddChannelArgument(key, value);
   for (const auto& [key, value] : options.string_arguments) builder.AddChannelArgument(key, value);
-  if (options.max_threads > 0) {
+  if (options.max_concurrent_rpcs > 0) {
+    // A synchronous server runs each RPC on a thread of its own; its pollers take threads too.
+    constexpr int kPollers = 2;
     grpc::ResourceQuota quota("kserve-native");
-    quota.SetMaxThreads(options.max_threads);
+    quota.SetMaxThreads(options.max_concurrent_rpcs + kPollers);
     builder.SetResourceQuota(quota);
+    builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, kPollers);
   }
   server_ = builder.BuildAndStart();
   if (!server_ || port == 0) {

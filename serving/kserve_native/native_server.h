@@ -1,6 +1,6 @@
 // The gRPC server of the native front end: one listening address, TLS or plaintext, message
-// size limits and channel arguments as the Python gRPC server gets them, a bounded thread
-// pool, and a graceful stop.
+// size limits and channel arguments as the Python gRPC server gets them, a bound on the RPCs
+// held at once, and a graceful stop.
 //
 // Thread safety: Start once, then Stop from any thread (each at most once).
 #pragma once
@@ -25,7 +25,9 @@ struct TlsOptions {
 
 struct ServerOptions {
   std::string address;  // host:port; port 0 picks a free one
-  int max_threads = 0;  // 0: gRPC's default
+  // RPCs held at once (each holds a thread of the synchronous server until answered); past
+  // it gRPC answers RESOURCE_EXHAUSTED at once. 0: no bound.
+  int max_concurrent_rpcs = 0;
   std::vector<std::pair<std::string, int>> int_arguments;  // channel arguments
   std::vector<std::pair<std::string, std::string>> string_arguments;
   std::optional<TlsOptions> tls;

@@ -72,15 +72,18 @@ class NativeInferenceListener:
         self.publish()
 
     # ---- serving -------------------------------------------------------------------------
-    def start(self, address: str, max_threads: int, channel_arguments, ssl_config=None) -> int:
-        """The bound port; OSError naming the address if it cannot be bound. `ssl_config`: a
-        tensorflow.serving.SSLConfig (the --ssl_config_file) or None for plaintext."""
+    def start(self, address: str, max_concurrent_rpcs: int, channel_arguments,
+              ssl_config=None) -> int:
+        """The bound port; OSError naming the address if it cannot be bound. Past
+        `max_concurrent_rpcs` RPCs held at once (0: no bound) gRPC answers RESOURCE_EXHAUSTED.
+        `ssl_config`: a tensorflow.serving.SSLConfig (the --ssl_config_file) or None."""
         tls = None
         if ssl_config is not None:
             tls = (ssl_config.server_key, ssl_config.server_cert, ssl_config.custom_ca,
                    ssl_config.client_verify)
         try:
-            return self._front_end.start(address, max_threads, list(channel_arguments), tls)
+            return self._front_end.start(address, max_concurrent_rpcs, list(channel_arguments),
+                                         tls)
         except RuntimeError as error:
             raise OSError(str(error)) from None
 

@@ -276,14 +276,16 @@ def _start_grpc(options, core, kserve):
 
 def _start_native_inference(options, kserve):
     """(native KServe v2 listener or None, its port): the C++ gRPC front end on
-    --grpc_inference_port, with the gRPC port's TLS, message limits and thread bound."""
+    --grpc_inference_port, with the gRPC port's TLS and message limits, and
+    --max_queued_requests as its bound on RPCs held at once (its synchronous server holds a
+    thread per RPC, so threads are not a separate bound as --grpc_max_threads is on --port)."""
     if not options.grpc_inference_port:
         return None, 0
     from serving.model_server.kserve_native import NativeInferenceListener
     listener = NativeInferenceListener(kserve, options.max_decoded_tensor_bytes)
     port = listener.start(
         f"{options.bind_address}:{options.grpc_inference_port}",
-        options.grpc_max_threads or default_thread_count(),
+        options.max_queued_requests,
         grpc_server_options(options.grpc_channel_arguments),
         _ssl_config(options.ssl_config_file) if options.ssl_config_file else None)
     return listener, port
