@@ -18,7 +18,8 @@ import time
 
 import grpc
 
-from serving.model_server.errors import MAX_MESSAGE_CHARS, as_serving_error, truncated
+from serving.model_server.errors import (MAX_MESSAGE_CHARS, ServingError, as_serving_error,
+                                         truncated)
 from serving.model_server.kserve_metrics import TIMED_STAGES
 
 _CODE_NAMES = {code.value[0]: code.name for code in grpc.StatusCode}
@@ -119,14 +120,14 @@ class NativeInferenceListener:
             try:
                 versions = sorted(v for v, state, _ in manager.status(model)
                                   if state_name(state) == "READY")
-            except Exception:   # a model without versions yet
+            except ServingError:   # a model without versions yet
                 continue
             for version in versions:
                 spec = model_pb2.ModelSpec(name=model)
                 spec.version.value = version
                 try:
                     servable = manager.resolve(spec)
-                except Exception:   # unloaded meanwhile: the next publication has it
+                except ServingError:   # unloaded meanwhile: the next publication has it
                     continue
                 if not hasattr(servable, "subgraphs") or servable.unloaded:
                     continue
