@@ -24,7 +24,7 @@ from tritonclient.utils import InferenceServerException
 
 from kserve_models import (mlp_onnx, mlp_reference, onnxruntime_run, write_fused_model,
                            write_popef_model)
-from serving_harness import ServerProcess, free_port
+from serving_harness import ServerProcess, free_port, wait_until
 from serving_models import expected_affine, save_affine
 
 FEATURES, CLASSES = 16, 8
@@ -50,6 +50,7 @@ def repo(tmp_path_factory):
     shutil.copytree(models / "mlp", models / "spare")
     (models / "spare" / "config.pbtxt").unlink()    # no batcher: each request runs alone
     shutil.copytree(models / "mlp", models / "extra")     # in the repository, not the config
+    shutil.copytree(models / "mlp", models / "rollout")   # gets a second version
     for timed in TIMED_MODELS.values():                  # for the timing test only
         shutil.copytree(models / "mlp", models / timed)
         (models / timed / "config.pbtxt").write_text(TIMED_CONFIG)
@@ -58,7 +59,8 @@ def repo(tmp_path_factory):
     config = root / "models.config"
     config.write_text("model_config_list {\n" + "".join(
         f'  config {{ name: "{m}" base_path: "{models / m}" model_platform: "tensorflow" }}\n'
-        for m in ("mlp", "spare", "fused", "affine", *TIMED_MODELS.values())) + "}\n")
+        for m in ("mlp", "spare", "fused", "affine", "rollout", *TIMED_MODELS.values())) +
+        "}\n")
     monitoring = root / "monitoring.config"
     monitoring.write_text('prometheus_config { enable: true path: "/metrics" }\n')
     return dict(root=root, config=config, monitoring=monitoring, mlp_onnx=str(models / "mlp.onnx"),
@@ -556,3 +558,24 @@ def test_native_fast_path_takes_bare_popef_inference_only(server, grpc_clients, 
     with open(f"/proc/{server.process.pid}/maps", encoding="utf-8") as handle:
         maps = handle.read()
     assert "_kserve_native" in maps and "libtensorflow" in maps and "libprotobuf" in maps
+
+
+def test_native_fast_path_follows_a_version_rollout(server, grpc_clients, repo):
+    """A new version on disk replaces the old one (latest policy): the native listener's fast
+    path answers with it as soon as it is available, and counts it under its version."""
+    native = grpc_clients["grpc_inference_port"]
+    counter = ":tfpopef:server:native_fast_path_requests"
+    x = _rows(1, 3)
+    before = _metric(server, counter, model_name="rollout")
+    assert native.infer("rollout", _grpc_inputs({"x": x})).get_response().model_version == "1"
+    shutil.copytree(repo["root"] / "models" / "rollout" / "1",
+                    repo["root"] / "models" / "rollout" / "2")
+    wait_until(lambda: native.get_model_metadata("rollout", as_json=True)["versions"] == ["2"],
+               what="version 2 of rollout replacing version 1")
+    result = native.infer("rollout", _grpc_inputs({"x": x}))
+    assert result.get_response().model_version == "2"
+    np.testing.assert_allclose(result.as_numpy("logits"), mlp_reference(repo["mlp_onnx"], x),
+                               rtol=1e-5, atol=1e-5)
+    assert _metric(server, counter, model_name="rollout") == before + 2
+    stats = native.get_inference_statistics("rollout", "2", as_json=True)["model_stats"]
+    assert int(stats[0]["inference_stats"]["success"]["count"]) == 1
