@@ -39,19 +39,31 @@ std::optional<int64_t> ElementCount(const google::protobuf::RepeatedField<int64_
   return count;
 }
 
-// The request's inputs as runtime tensors (pointing into the request, or into `aligned` when
-// a raw buffer is not aligned for its dtype), and the rows along the batch axis; false: the
-// fast path does not take this request.
-bool BindInputs(const ServedModel& model, const inference::ModelInferRequest& request,
-                std::vector<HostTensor>& tensors, std::vector<AlignedBuffer>& aligned, int64_t* rows,
-                int64_t* counted_rows) {
+// A request's inputs as runtime tensors: views of `raw_input_contents`, or copies in `owned`
+// when a raw buffer is not aligned for its dtype or the rows are zero-padded to whole compiled
+// batches (a subgraph that runs each request alone).
+struct BoundInputs {
+  std::vector<HostTensor> tensors;
+  std::vector<AlignedBuffer> owned;
+  int64_t rows = -1;         // along the batch axis (-1: exact shapes)
+  int64_t run_rows = -1;     // rows the runtime runs (rows, or padded up)
+  int64_t counted_rows = 1;  // inferences for the statistics: the first input's rows
+};
+
+void* OwnedCopy(BoundInputs& bound, const void* data, size_t nbytes, size_t capacity) {
+  bound.owned.emplace_back(capacity, /*zeroed=*/capacity > nbytes);
+  std::memcpy(bound.owned.back().data(), data, nbytes);
+  return bound.owned.back().data();
+}
+
+// false: the fast path does not take this request.
+bool BindInputs(const ServedModel& model, const inference::ModelInferRequest& request, BoundInputs& bound) {
   const int n = request.inputs_size();
   if (n != static_cast<int>(model.inputs.size()) || request.raw_input_contents_size() != n) return false;
-  tensors.reserve(model.feeds.size() + static_cast<size_t>(n));
+  bound.tensors.reserve(model.feeds.size() + static_cast<size_t>(n));
   for (const Feed& f : model.feeds)
-    tensors.push_back(HostTensor{f.anchor, f.dtype, f.shape, const_cast<char*>(f.data.data())});
+    bound.tensors.push_back(HostTensor{f.anchor, f.dtype, f.shape, const_cast<char*>(f.data.data())});
   std::vector<bool> seen(model.inputs.size(), false);
-  *rows = -1;
   for (int i = 0; i < n; ++i) {
     const inference::ModelInferRequest::InferInputTensor& t = request.inputs(i);
     if (t.has_contents() || !t.parameters().empty()) return false;
@@ -70,23 +82,32 @@ bool BindInputs(const ServedModel& model, const inference::ModelInferRequest& re
     const uint64_t nbytes = static_cast<uint64_t>(*count) * itemsize;
     if (raw.size() != nbytes || (model.max_tensor_bytes && nbytes > static_cast<uint64_t>(model.max_tensor_bytes)))
       return false;
-    if (i == 0 && model.batch_axis >= 0 && t.shape_size() > model.batch_axis) *counted_rows = t.shape(model.batch_axis);
     if (model.batch_axis >= 0) {
       const int64_t r = t.shape(model.batch_axis);
-      if (*rows >= 0 && r != *rows) return false;  // the runtime's own error: Python answers it
-      *rows = r;
+      if (i == 0) bound.counted_rows = r;
+      if (bound.rows >= 0 && r != bound.rows) return false;  // the runtime's own error: Python answers it
+      bound.rows = r;
     }
     void* data = const_cast<char*>(raw.data());
-    if (reinterpret_cast<uintptr_t>(data) % itemsize != 0) {
-      aligned.emplace_back(raw.size());
-      std::memcpy(aligned.back().data(), raw.data(), raw.size());
-      data = aligned.back().data();
-    }
-    tensors.push_back(HostTensor{spec.anchor, spec.dtype, {t.shape().begin(), t.shape().end()}, data});
+    if (reinterpret_cast<uintptr_t>(data) % itemsize != 0) data = OwnedCopy(bound, raw.data(), raw.size(), raw.size());
+    bound.tensors.push_back(HostTensor{spec.anchor, spec.dtype, {t.shape().begin(), t.shape().end()}, data});
   }
-  if (model.batch_axis >= 0) {
-    if (*rows <= 0 || (model.max_batch_size && *rows > model.max_batch_size)) return false;
-    if (!model.pack_requests && *rows % model.batch_size != 0) return false;  // Python pads
+  if (model.batch_axis < 0) return true;
+  if (bound.rows <= 0 || (model.max_batch_size && bound.rows > model.max_batch_size)) return false;
+  bound.run_rows = bound.rows;
+  if (!model.pack_requests && bound.rows % model.batch_size != 0) {
+    // Whole compiled batches run as they are: zero rows fill the last one. Rows are
+    // contiguous only along the first axis; other axes go to the Python path.
+    if (model.batch_axis != 0) return false;
+    bound.run_rows = (bound.rows + model.batch_size - 1) / model.batch_size * model.batch_size;
+    for (size_t j = model.feeds.size(); j < bound.tensors.size(); ++j) {
+      HostTensor& tensor = bound.tensors[j];
+      const size_t row_bytes = request.raw_input_contents(static_cast<int>(j - model.feeds.size())).size() /
+                               static_cast<size_t>(bound.rows);
+      tensor.data = OwnedCopy(bound, tensor.data, row_bytes * static_cast<size_t>(bound.rows),
+                              row_bytes * static_cast<size_t>(bound.run_rows));
+      tensor.shape[0] = bound.run_rows;
+    }
   }
   return true;
 }
@@ -116,16 +137,13 @@ FastResult FastInfer(const ServedModel& model, const inference::ModelInferReques
                      inference::ModelInferResponse* response, grpc::Status* status, size_t max_message_chars) {
   const int64_t start = NowNs();
   if (!request.parameters().empty()) return FastResult::kDelegate;
-  std::vector<HostTensor> inputs;
-  std::vector<AlignedBuffer> aligned;
-  int64_t rows = -1, counted_rows = 1;
+  BoundInputs bound;
   std::vector<size_t> wanted;
-  if (!BindInputs(model, request, inputs, aligned, &rows, &counted_rows) || !WantedOutputs(model, request, wanted))
-    return FastResult::kDelegate;
+  if (!BindInputs(model, request, bound) || !WantedOutputs(model, request, wanted)) return FastResult::kDelegate;
 
   std::shared_ptr<Request> run;
   try {
-    run = model.runner->ExecuteAsync(inputs);
+    run = model.runner->ExecuteAsync(bound.tensors);
   } catch (const Error&) {
     return FastResult::kDelegate;  // refused before it ran: the Python path names the problem
   }
@@ -165,14 +183,20 @@ FastResult FastInfer(const ServedModel& model, const inference::ModelInferReques
     auto* tensor = response->add_outputs();
     tensor->set_name(spec.name);
     tensor->set_datatype(V2Datatype(out->dtype));
-    for (int64_t d : out->shape) tensor->add_shape(d);
-    response->add_raw_output_contents()->assign(static_cast<const char*>(out->data), out->nbytes);
+    std::vector<int64_t> shape = out->shape;
+    size_t nbytes = out->nbytes;
+    if (bound.run_rows != bound.rows && spec.shape[0] == -1) {  // padded: the request's rows only
+      nbytes = nbytes / static_cast<size_t>(shape[0]) * static_cast<size_t>(bound.rows);
+      shape[0] = bound.rows;
+    }
+    for (int64_t d : shape) tensor->add_shape(d);
+    response->add_raw_output_contents()->assign(static_cast<const char*>(out->data), nbytes);
   }
   *status = grpc::Status::OK;
 
   const Request::Timing& t = run->timing();
   c.success.fetch_add(1, std::memory_order_relaxed);
-  c.rows.fetch_add(static_cast<uint64_t>(counted_rows), std::memory_order_relaxed);
+  c.rows.fetch_add(static_cast<uint64_t>(bound.counted_rows), std::memory_order_relaxed);
   c.queue_ns.fetch_add(static_cast<uint64_t>(t.queue_ns()), std::memory_order_relaxed);
   c.input_ns.fetch_add(static_cast<uint64_t>(t.input_ns), std::memory_order_relaxed);
   c.infer_ns.fetch_add(static_cast<uint64_t>(t.infer_ns), std::memory_order_relaxed);

@@ -3,9 +3,13 @@
 // thread; the runtime batches concurrent requests across threads), outputs written to
 // `raw_output_contents`.
 //
+// A subgraph that runs each request alone (no `dynamic_batching`) gets the request's rows
+// zero-padded to whole compiled batches, and answers the request's rows only, as the Python
+// path does.
+//
 // The fast path only takes the well-formed case. Anything it does not fully accept (typed
 // `contents`, parameters, a name / datatype / shape / size it would refuse, more rows than
-// max_batch_size, rows a non-packing subgraph would have to pad, a deadline already passed)
+// max_batch_size, padding along an axis other than the first, a deadline already passed)
 // returns kDelegate untouched and uncounted, and the Python servicer answers it: errors and
 // their messages are the Python server's by construction.
 #pragma once

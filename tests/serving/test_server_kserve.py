@@ -542,18 +542,24 @@ def _metric(server, name: str, **labels) -> float:
 def test_native_fast_path_takes_bare_popef_inference_only(server, grpc_clients, repo):
     native, python = grpc_clients["grpc_inference_port"], grpc_clients["port"]
     counter = ":tfpopef:server:native_fast_path_requests"
-    before = {m: _metric(server, counter, model_name=m) for m in ("mlp", "fused", "affine")}
+    before = {m: _metric(server, counter, model_name=m)
+              for m in ("mlp", "spare", "fused", "affine")}
     x = _rows(2, 5)
     for _ in range(3):
         np.testing.assert_allclose(native.infer("mlp", _grpc_inputs({"x": x})).as_numpy("logits"),
                                    mlp_reference(repo["mlp_onnx"], x), rtol=1e-5, atol=1e-5)
+    # "spare" runs each request alone: 2 rows are zero-padded to its compiled batch of 4
+    spare = native.infer("spare", _grpc_inputs({"x": x})).as_numpy("logits")
+    assert spare.shape == (2, CLASSES)
+    np.testing.assert_allclose(spare, mlp_reference(repo["mlp_onnx"], x), rtol=1e-5, atol=1e-5)
     native.infer("fused/concat", _grpc_inputs({"X": np.ones((1, 1), np.float16)}))
     python.infer("mlp", _grpc_inputs({"x": x}))                          # the Python listener
     native.infer("affine", _grpc_inputs({"x": np.ones((1, 2), np.float32)}))   # a SavedModel
     with pytest.raises(InferenceServerException):
         native.infer("mlp", _grpc_inputs({"x": x[:, :3]}))               # refused: delegated
     after = {m: _metric(server, counter, model_name=m) for m in before}
-    assert after == dict(before, mlp=before["mlp"] + 3, fused=before["fused"] + 1)
+    assert after == dict(before, mlp=before["mlp"] + 3, spare=before["spare"] + 1,
+                         fused=before["fused"] + 1)
     # One process holds TensorFlow (serving `affine`) and the native module with its protobuf.
     with open(f"/proc/{server.process.pid}/maps", encoding="utf-8") as handle:
         maps = handle.read()
