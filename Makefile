@@ -26,7 +26,7 @@ venv: $(STAMP)
 EDITABLE := $(VENV)/.editable-stamp
 
 # Editable install (console scripts, package metadata): redone when setup.py changes.
-$(EDITABLE): $(STAMP) setup.py
+$(EDITABLE): $(STAMP) setup.py | system-deps
 	$(PIP) install --quiet --no-build-isolation --no-deps -e .
 	touch $@
 
@@ -47,7 +47,7 @@ system-deps:
 	fi
 
 # CMake build of the C++ runtime, the TF op and the native KServe v2 listener (incremental).
-build: $(EDITABLE) system-deps
+build: system-deps $(EDITABLE)
 	$(PY) setup.py --quiet build_ext --inplace
 
 demo: build
