@@ -9,8 +9,10 @@ ARG BASE_IMAGE=python:3.11-slim
 
 # Build stage: the compiler and build tools stay here.
 FROM ${BASE_IMAGE} AS build
+# gRPC C++ and protoc build the native KServe v2 listener (serving/kserve_native).
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends g++ \
+    && apt-get install -y --no-install-recommends g++ libgrpc++-dev libprotobuf-dev \
+       protobuf-compiler protobuf-compiler-grpc pkg-config \
     && rm -rf /var/lib/apt/lists/*
 ENV PATH=/opt/venv/bin:$PATH \
     PIP_NO_CACHE_DIR=1 \
@@ -29,10 +31,15 @@ RUN python3 -c "import os, sysconfig; os.stat(os.path.join(sysconfig.get_paths()
 COPY . .
 RUN pip install --no-build-isolation --no-deps . \
     && pip uninstall -y cmake ninja pybind11 nlohmann-json wheel \
-    && cd / && python -c "import tf_popef_op, tensorflow; tf_popef_op.load_op_library()"
+    && cd / && python -c "import tf_popef_op, tensorflow; tf_popef_op.load_op_library()" \
+    && python -c "import serving.kserve_native._kserve_native"
 
 # Runtime stage: the virtualenv (Python packages, the runtime and op libraries), nothing else.
 FROM ${BASE_IMAGE}
+# The shared libraries the native KServe v2 listener links (--grpc_inference_port).
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends libgrpc++1.51 libprotobuf32 \
+    && rm -rf /var/lib/apt/lists/*
 RUN useradd --uid 1000 --user-group --create-home --home-dir /home/serving serving \
     && mkdir -p /models
 COPY --from=build /opt/venv /opt/venv

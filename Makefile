@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 STAMP  := $(VENV)/.deps-stamp
 
-.PHONY: all venv build demo test test-fast bench fuzz fuzz-asan soak clean
+.PHONY: all venv system-deps build demo test test-fast bench fuzz fuzz-asan soak clean
 
 all: build
 
@@ -26,12 +26,28 @@ venv: $(STAMP)
 EDITABLE := $(VENV)/.editable-stamp
 
 # Editable install (console scripts, package metadata): redone when setup.py changes.
-$(EDITABLE): $(STAMP) setup.py
+$(EDITABLE): $(STAMP) setup.py | system-deps
 	$(PIP) install --quiet --no-build-isolation --no-deps -e .
 	touch $@
 
-# CMake build of the C++ runtime and the TF op (incremental).
-build: $(EDITABLE)
+# System packages of the native KServe v2 gRPC listener (gRPC C++, protoc): installed with
+# apt-get when missing and running as root, else the build stops naming them.
+NATIVE_GRPC_PACKAGES := libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc pkg-config
+
+system-deps:
+	@if ! (command -v pkg-config && pkg-config --exists grpc++ protobuf && command -v protoc \
+	      && command -v grpc_cpp_plugin) >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(NATIVE_GRPC_PACKAGES); \
+	  else \
+	    echo "make build needs the system packages $(NATIVE_GRPC_PACKAGES) (gRPC C++ for" \
+	         "serving/kserve_native): run as root, or: sudo apt-get install $(NATIVE_GRPC_PACKAGES)" >&2; \
+	    exit 1; \
+	  fi; \
+	fi
+
+# CMake build of the C++ runtime, the TF op and the native KServe v2 listener (incremental).
+build: system-deps $(EDITABLE)
 	$(PY) setup.py --quiet build_ext --inplace
 
 demo: build
@@ -94,4 +110,4 @@ soak: build
 	$(PY) benchmarks/soak.py --clients $(SOAK_CLIENTS) --seconds $(SOAK_SECONDS) --json build/soak/soak.json
 
 clean:
-	rm -rf build tf_popef_op/lib tf_popef_op/runtime/_runtime*.so *.egg-info
+	rm -rf build tf_popef_op/lib tf_popef_op/runtime/_runtime*.so serving/kserve_native/_kserve_native*.so *.egg-info

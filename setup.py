@@ -7,9 +7,12 @@ The runtime's C++ library and its Python extension are built by CMake
   directory is build/cmake-inplace, so a rebuild only recompiles what changed;
 - otherwise (wheel / normal install): outputs go into the build lib, CMake dir build/cmake-wheel.
 The same build_ext first compiles the upstream .proto files in third_party/proto into
-serving/protos (serving/protos/build_protos.py).
+serving/protos (serving/protos/build_protos.py), and then builds the native KServe v2 gRPC
+front end (serving/kserve_native/CMakeLists.txt, against the runtime library just built and
+the system's gRPC C++: Debian's NATIVE_GRPC_PACKAGES, which `make build` installs).
 """
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +21,7 @@ from setuptools import Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
+NATIVE_GRPC_PACKAGES = "libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc pkg-config"
 
 
 def _version() -> str:
@@ -54,35 +58,52 @@ class CMakeBuild(build_ext):
         import pybind11
         import scipy_openblas32
 
-        package_dir = (ROOT if inplace else Path(self.build_lib).resolve()) / "tf_popef_op"
+        out_root = ROOT if inplace else Path(self.build_lib).resolve()
+        package_dir = out_root / "tf_popef_op"
         # TFPOPEF_CMAKE_BUILD_DIR: a separate build tree, so concurrent builds of one checkout
         # (several developers' jobs) never share ninja's state.
         build_dir = Path(os.environ.get("TFPOPEF_CMAKE_BUILD_DIR") or ROOT / "build" / (
             "cmake-inplace" if inplace else "cmake-wheel")).resolve()
-        build_dir.mkdir(parents=True, exist_ok=True)
         args = [
             "-G", "Ninja",
             "-DCMAKE_BUILD_TYPE=Release",
             f"-DPython_EXECUTABLE={sys.executable}",
             f"-Dpybind11_DIR={pybind11.get_cmake_dir()}",
             f"-DNLOHMANN_JSON_INCLUDE_DIR={nlohmann_json.get_include()}",
-            f"-DSCIPY_OPENBLAS_INCLUDE_DIR={scipy_openblas32.get_include_dir()}",
-            f"-DSCIPY_OPENBLAS_LIB_DIR={scipy_openblas32.get_lib_dir()}",
-            f"-DTFPOPEF_PACKAGE_DIR={package_dir}",
         ]
         ninja = _tool_dir("ninja")
         if ninja:
             args.append(f"-DCMAKE_MAKE_PROGRAM={os.path.join(ninja, 'ninja')}")
+        jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL") or str(os.cpu_count() or 1)
+        if ext.name.startswith("serving."):
+            missing = [tool for tool in ("protoc", "grpc_cpp_plugin", "pkg-config")
+                       if shutil.which(tool) is None]
+            if missing:
+                raise RuntimeError(f"building {ext.name} needs gRPC C++ and protoc ({', '.join(missing)} "
+                                   f"not found): apt-get install {NATIVE_GRPC_PACKAGES}")
+            runtime = sorted((package_dir / "lib").glob("libtfpopef_runtime.so"))
+            self._cmake(ext.cmake_dir, build_dir.parent / (build_dir.name + "-kserve-native"), args + [
+                f"-DTFPOPEF_OUTPUT_DIR={out_root / 'serving' / 'kserve_native'}",
+                f"-DTFPOPEF_RUNTIME_LIBRARY={runtime[0] if runtime else ''}"], jobs)
+            return
+        self._cmake(ext.cmake_dir, build_dir, args + [
+            f"-DSCIPY_OPENBLAS_INCLUDE_DIR={scipy_openblas32.get_include_dir()}",
+            f"-DSCIPY_OPENBLAS_LIB_DIR={scipy_openblas32.get_lib_dir()}",
+            f"-DTFPOPEF_PACKAGE_DIR={package_dir}",
+        ], jobs)
+        self._build_tf_op(package_dir, build_dir.parent / (build_dir.name.replace("cmake", "op")), int(jobs))
+
+    @staticmethod
+    def _cmake(source_dir: Path, build_dir: Path, args, jobs: str):
+        build_dir.mkdir(parents=True, exist_ok=True)
         cmake = os.path.join(_tool_dir("cmake") or "", "cmake")
         # Configure only when the options changed: keeps no-op rebuilds to a second.
         stamp = build_dir / "tfpopef-configure-args.txt"
-        wanted = "\n".join([str(ext.cmake_dir)] + args)
+        wanted = "\n".join([str(source_dir)] + args)
         if not (build_dir / "CMakeCache.txt").exists() or not stamp.exists() or stamp.read_text() != wanted:
-            subprocess.check_call([cmake, "-S", str(ext.cmake_dir), "-B", str(build_dir)] + args)
+            subprocess.check_call([cmake, "-S", str(source_dir), "-B", str(build_dir)] + args)
             stamp.write_text(wanted)
-        jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL") or str(os.cpu_count() or 1)
         subprocess.check_call([cmake, "--build", str(build_dir), "-j", jobs])
-        self._build_tf_op(package_dir, build_dir.parent / (build_dir.name.replace("cmake", "op")), int(jobs))
 
     def _build_tf_op(self, package_dir: Path, build_dir: Path, jobs: int):
         # The PopefExecute TF op (tf_popef_op/op), built with g++ and tf.sysconfig flags against
@@ -114,7 +135,9 @@ setup(
     python_requires=">=3.9",
     packages=find_packages(include=["tf_popef_op", "tf_popef_op.*", "compiler", "compiler.*", "popef", "popef.*",
                                     "serving", "serving.*"]),
-    ext_modules=[CMakeExtension("tf_popef_op.runtime._runtime", ROOT / "tf_popef_op")],
+    # In this order: the native front end links the runtime library.
+    ext_modules=[CMakeExtension("tf_popef_op.runtime._runtime", ROOT / "tf_popef_op"),
+                 CMakeExtension("serving.kserve_native._kserve_native", ROOT / "serving" / "kserve_native")],
     cmdclass={"build_ext": CMakeBuild},
     install_requires=[
         "numpy==2.4.6",

@@ -3,7 +3,8 @@ cross-request batching buys under concurrency.
 
 Latency (one row, one request at a time, contenders interleaved call by call so they share
 the machine's noise): `ModelRunner.execute` in process; KServe v2 gRPC ModelInfer on a bare
-PopEF; v2 REST with the binary tensor extension on the same model; TF Serving gRPC Predict on
+PopEF, on the Python listener (`--port`, grpcio) and on the native C++ one
+(`--grpc_inference_port`); v2 REST with the binary tensor extension on the same model; TF Serving gRPC Predict on
 the same bare PopEF and on a SavedModel exported from it (TensorFlow + PopefExecute op).
 Clients are lean (pre-serialized requests on a plain grpc channel / keep-alive HTTP
 connection, responses decoded to numpy), so the numbers are the server's and the transport's.
@@ -15,7 +16,8 @@ The latency model is a small MLP compiled at batch 1 (the request path dominates
 throughput model a larger one compiled at batch 16, the fixed batch of an accelerator.
 
 Throughput: closed-loop v2 gRPC clients (1, 16, 64; spread over client processes) sending
-one-row requests to the batch-16 PopEF served twice: `unbatched` (no `dynamic_batching` in
+one-row requests, through each of the two v2 gRPC listeners, to the batch-16 PopEF served
+twice: `unbatched` (no `dynamic_batching` in
 its config.pbtxt: every request is its own execution, zero-padded to 16 rows, as Triton runs
 a model without a batcher) and `batched` (`dynamic_batching { max_queue_delay_microseconds }`:
 the runtime packs rows of concurrent requests into shared executions).
@@ -44,6 +46,8 @@ BATCHED = 16
 INFER = "/inference.GRPCInferenceService/ModelInfer"
 PREDICT = "/tensorflow.serving.PredictionService/Predict"
 IN_PROCESS = "ModelRunner.execute, in process"
+V2_GRPC = "v2 gRPC ModelInfer, bare PopEF (grpcio listener)"
+V2_NATIVE = "v2 gRPC ModelInfer, bare PopEF (native listener)"
 
 
 def build_repository(root: str) -> dict:
@@ -141,15 +145,15 @@ def ok_requests(server) -> dict:
 
 
 def native_latency(server, runner, x, iterations, rounds, calls) -> dict:
-    """p50/p90/p99 of the gRPC `calls` ({name: (method, request bytes)}) sent by h2load, in
+    """p50/p90/p99 of the gRPC `calls` ({name: (port, method, request bytes)}) sent by h2load, in
     blocks alternating with blocks of in-process `runner.execute` calls; None without h2load.
     The outcome of every h2load request is checked with the server's OK counters (h2load
     itself sees only HTTP 200)."""
     from benchmarks.interleaved_timing import block_schedule, summary
     from benchmarks.native_grpc_client import H2LoadUnary
     try:
-        clients = {name: H2LoadUnary(server.grpc_port, method, request)
-                   for name, (method, request) in calls.items()}
+        clients = {name: H2LoadUnary(port, method, request)
+                   for name, (port, method, request) in calls.items()}
     except RuntimeError as error:
         print(f"== native-client latency not measured: {error}", flush=True)
         return None
@@ -199,7 +203,7 @@ def main():
     from benchmarks.load_generator import ClosedLoopLoad, raw_unary_caller, summarize
     from serving.model_server.tensor_codec import to_ndarray
     from serving.protos.triton import grpc_service_pb2 as pb
-    from serving_harness import ServerProcess
+    from serving_harness import ServerProcess, free_port
     from tensorflow_serving.apis import predict_pb2
     from tf_popef_op import runtime
 
@@ -216,20 +220,24 @@ def main():
         server = ServerProcess(os.path.join(root, "server"),
                                f"--model_config_file={repo['config']}",
                                f"--monitoring_config_file={monitoring}",
-                               "--grpc_max_threads=64").start()
+                               "--grpc_max_threads=64",
+                               f"--grpc_inference_port={free_port()}").start()
+        ports = {"grpcio": server.grpc_port, "native": server.grpc_inference_port}
         try:
             config = runtime.RuntimeConfig()
             config.batching_dim, config.timeout_ns = 0, 0
             runner = runtime.ModelRunner(repo["single"], config)
             channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
+            native_channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_inference_port}")
             infer = channel.unary_unary(INFER)
+            native_infer = native_channel.unary_unary(INFER)
             predict = channel.unary_unary(PREDICT)
             v2_bytes = infer_request("single", x)
             popef_predict = predict_request("single", x)
             sm_predict = predict_request("savedmodel", x)
 
-            def v2_grpc():
-                response = pb.ModelInferResponse.FromString(infer(v2_bytes, timeout=60))
+            def v2_grpc(stub):
+                response = pb.ModelInferResponse.FromString(stub(v2_bytes, timeout=60))
                 return np.frombuffer(response.raw_output_contents[0], np.float32)
 
             def tf_predict(request):
@@ -238,7 +246,8 @@ def main():
 
             contenders = {
                 IN_PROCESS: lambda: runner.execute({"X": x})["Y"],
-                "v2 gRPC ModelInfer, bare PopEF": v2_grpc,
+                V2_GRPC: lambda: v2_grpc(infer),
+                V2_NATIVE: lambda: v2_grpc(native_infer),
                 "v2 REST binary, bare PopEF": V2Rest(server.rest_port, "single", x),
                 "TF Serving gRPC Predict, bare PopEF": lambda: tf_predict(popef_predict),
                 "TF Serving gRPC Predict, SavedModel": lambda: tf_predict(sm_predict),
@@ -252,27 +261,32 @@ def main():
                                   max_iters=args.iterations, budget_s=0, gap_s=0.001)
             latency = {name: summary(s) for name, s in samples.items()}
             channel.close()
-            native = native_latency(server, runner, x, args.iterations, args.native_rounds,
-                                    {"v2 gRPC ModelInfer, bare PopEF": (INFER, v2_bytes),
-                                     "TF Serving gRPC Predict, bare PopEF": (PREDICT, popef_predict),
-                                     "TF Serving gRPC Predict, SavedModel": (PREDICT, sm_predict)})
+            native_channel.close()
+            native = native_latency(
+                server, runner, x, args.iterations, args.native_rounds,
+                {V2_GRPC: (server.grpc_port, INFER, v2_bytes),
+                 V2_NATIVE: (server.grpc_inference_port, INFER, v2_bytes),
+                 "TF Serving gRPC Predict, bare PopEF": (server.grpc_port, PREDICT, popef_predict),
+                 "TF Serving gRPC Predict, SavedModel": (server.grpc_port, PREDICT, sm_predict)})
             runner.close()
 
             print("== throughput", flush=True)
             throughput = {}
-            loads = {m: ClosedLoopLoad(raw_unary_caller,
-                                       (server.grpc_port, INFER, infer_request(m, x_big)),
-                                       args.client_processes) for m in ("unbatched", "batched")}
+            loads = {(m, listener): ClosedLoopLoad(raw_unary_caller,
+                                                   (port, INFER, infer_request(m, x_big)),
+                                                   args.client_processes)
+                     for listener, port in ports.items() for m in ("unbatched", "batched")}
             try:
                 for _ in range(args.repeats):
                     for clients in args.clients:
-                        for model, load in loads.items():
+                        for (model, listener), load in loads.items():
                             row = summarize(*load.run(clients, args.requests))
-                            print(f"{model:10s} clients {clients:3d}: {row[0]:7.0f} req/s  "
-                                  f"p50 {row[1]:7.3f} ms  p99 {row[2]:7.3f} ms", flush=True)
-                            best = throughput.get((model, clients))
+                            print(f"{model:10s} {listener:6s} clients {clients:3d}: "
+                                  f"{row[0]:7.0f} req/s  p50 {row[1]:7.3f} ms  "
+                                  f"p99 {row[2]:7.3f} ms", flush=True)
+                            best = throughput.get((model, listener, clients))
                             if best is None or row[0] > best[0]:
-                                throughput[(model, clients)] = row
+                                throughput[(model, listener, clients)] = row
             finally:
                 for load in loads.values():
                     load.close()
@@ -288,18 +302,19 @@ def main():
     if native:
         print("\nNative client (h2load), alternating blocks with the in-process call:\n")
         print_latency(native)
-    print("\n| model | clients | throughput req/s | p50 ms | p99 ms |")
-    print("|---|---:|---:|---:|---:|")
-    for (model, clients), (rps, p50, p99) in sorted(throughput.items(),
-                                                    key=lambda kv: (kv[0][1], kv[0][0])):
-        print(f"| {model} | {clients} | {rps:.0f} | {p50:.3f} | {p99:.3f} |")
+    print("\n| model | v2 gRPC listener | clients | throughput req/s | p50 ms | p99 ms |")
+    print("|---|---|---:|---:|---:|---:|")
+    for (model, listener, clients), (rps, p50, p99) in sorted(
+            throughput.items(), key=lambda kv: (kv[0][2], kv[0][1], kv[0][0])):
+        print(f"| {model} | {listener} | {clients} | {rps:.0f} | {p50:.3f} | {p99:.3f} |")
     print()
-    for clients in args.clients:
-        batched, plain = throughput.get(("batched", clients)), throughput.get(("unbatched",
-                                                                                clients))
-        if batched and plain:
-            print(f"{clients} clients: batched {batched[0] / plain[0]:.2f}x the unbatched "
-                  "throughput")
+    for listener in ports:
+        for clients in args.clients:
+            batched = throughput.get(("batched", listener, clients))
+            plain = throughput.get(("unbatched", listener, clients))
+            if batched and plain:
+                print(f"{listener}, {clients} clients: batched {batched[0] / plain[0]:.2f}x the "
+                      "unbatched throughput")
 
 
 if __name__ == "__main__":

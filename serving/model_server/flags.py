@@ -95,6 +95,7 @@ class ServerOptions:
     max_queued_requests: int = 1024                   # inference requests held at once; 0 = no bound
     max_queued_requests_per_model: int = 256          # the same per model name; 0 = no bound
     max_decoded_tensor_bytes: int = 2 ** 31 - 1       # one decoded input tensor at most
+    grpc_inference_port: int = 0                      # native (C++) KServe v2 gRPC listener; 0 = off
 
 
 _DEFAULTS = ServerOptions()
@@ -133,7 +134,7 @@ def _build_parser() -> argparse.ArgumentParser:
     for field in dataclasses.fields(ServerOptions):
         default = getattr(_DEFAULTS, field.name)
         kind = kinds[type(default)]
-        if field.name in ("port", "rest_api_port"):
+        if field.name in ("port", "rest_api_port", "grpc_inference_port"):
             kind = _port
         extra = {"nargs": "?", "const": True} if isinstance(default, bool) else {}
         parser.add_argument(f"--{field.name}", type=kind, default=default,
@@ -199,6 +200,13 @@ def validate(options: ServerOptions) -> None:
     if options.port and options.port == options.rest_api_port:
         raise FlagError(f"--port and --rest_api_port are both {options.port}: the gRPC and "
                         "REST servers need different ports.")
+    if options.grpc_inference_port and options.grpc_inference_port in (options.port,
+                                                                       options.rest_api_port):
+        raise FlagError(f"--grpc_inference_port={options.grpc_inference_port} is also --port or "
+                        "--rest_api_port: the native KServe v2 listener needs its own port.")
+    if options.grpc_inference_port and options.use_alts_credentials:
+        raise FlagError("--grpc_inference_port does not support --use_alts_credentials (TLS "
+                        "through --ssl_config_file, or plaintext).")
     for name in ("model_config_file_poll_wait_seconds", "file_system_poll_wait_seconds",
                  "rest_api_timeout_in_ms", "num_request_iterations_for_warmup",
                  "max_num_load_retries", "rest_api_num_threads", "grpc_max_threads",

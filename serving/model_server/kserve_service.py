@@ -49,6 +49,12 @@ class _Statistics:
     def __init__(self):
         self._lock = threading.Lock()
         self._rows: Dict[tuple, dict] = {}
+        self._sources = []
+
+    def add_source(self, rows) -> None:
+        """`rows()`: {(name, version): row} counted elsewhere (the native front end's fast
+        path), added to these rows whenever they are read."""
+        self._sources.append(rows)
 
     def record(self, name, version, ok: bool, rows: int, ns: int, timing=None) -> None:
         """`timing`: the runtime's Future.timing() of a request it ran, else None."""
@@ -78,6 +84,16 @@ class _Statistics:
         with self._lock:
             snapshot = {key: dict(row, durations={d: tuple(v) for d, v in row["durations"].items()})
                         for key, row in self._rows.items()}
+        for source in self._sources:
+            for key, extra in source().items():
+                row = snapshot.setdefault(key, dict(inference_count=0, execution_count=0,
+                                                    last_inference=0, durations={}))
+                row["inference_count"] += extra["inference_count"]
+                row["execution_count"] += extra["execution_count"]
+                row["last_inference"] = max(row["last_inference"], extra["last_inference"])
+                for duration, (count, ns) in extra["durations"].items():
+                    had = row["durations"].get(duration, (0, 0))
+                    row["durations"][duration] = (had[0] + count, had[1] + ns)
         for row in snapshot.values():
             row["inference_stats"] = {d: {"count": count, "ns": ns}
                                       for d, (count, ns) in row.pop("durations").items()}

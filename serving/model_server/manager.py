@@ -48,12 +48,20 @@ class ServableManager:
                  on_event: Optional[Callable] = None):
         self._load_servable = load_servable
         self._allow_unavailable_labels = allow_labels_for_unavailable
-        self._on_event = on_event or (lambda kind, name, version: None)
+        self._observers = [on_event] if on_event else []
         self._lock = threading.Lock()
         self._reconcile_lock = threading.RLock()
         self._config = None
         self._models: Dict[str, ModelRecord] = {}
         self._retired: Dict[str, ModelRecord] = {}   # removed from config: END states stay visible
+
+    def add_observer(self, on_event: Callable) -> None:
+        """Another `on_event(kind, name, version)`, called after the ones before it."""
+        self._observers.append(on_event)
+
+    def _on_event(self, kind, name, version) -> None:
+        for observe in self._observers:
+            observe(kind, name, version)
 
     # ---- configuration -------------------------------------------------------------------
     @property

@@ -219,9 +219,13 @@ def _server_credentials(options):
     return None
 
 
-def _ssl_credentials(path: str):
+def _ssl_config(path: str):
     from serving.model_server.server_protos import SSLConfig, parse_text_file
-    config = parse_text_file(path, SSLConfig)
+    return parse_text_file(path, SSLConfig)
+
+
+def _ssl_credentials(path: str):
+    config = _ssl_config(path)
     pairs = [(config.server_key.encode(), config.server_cert.encode())]
     root = config.custom_ca.encode() if config.custom_ca else None
     return grpc.ssl_server_credentials(pairs, root_certificates=root,
@@ -270,6 +274,23 @@ def _start_grpc(options, core, kserve):
     return server, ports[0], health
 
 
+def _start_native_inference(options, kserve):
+    """(native KServe v2 listener or None, its port): the C++ gRPC front end on
+    --grpc_inference_port, with the gRPC port's TLS and message limits, and
+    --max_queued_requests as its bound on RPCs held at once (its synchronous server holds a
+    thread per RPC, so threads are not a separate bound as --grpc_max_threads is on --port)."""
+    if not options.grpc_inference_port:
+        return None, 0
+    from serving.model_server.kserve_native import NativeInferenceListener
+    listener = NativeInferenceListener(kserve, options.max_decoded_tensor_bytes)
+    port = listener.start(
+        f"{options.bind_address}:{options.grpc_inference_port}",
+        options.max_queued_requests,
+        grpc_server_options(options.grpc_channel_arguments),
+        _ssl_config(options.ssl_config_file) if options.ssl_config_file else None)
+    return listener, port
+
+
 def run(options) -> int:
     from serving.model_server.core import ServerCore
     from serving.model_server.custom_ops import load_custom_ops
@@ -310,12 +331,16 @@ def run(options) -> int:
     try:
         kserve = KServeV2(core, metrics)          # KServe v2 / Triton protocol, both ports
         grpc_server, grpc_port, health = _start_grpc(options, core, kserve)
+        native, native_port = _start_native_inference(options, kserve)
     except OSError as error:
         print(f"Failed to start server. Error: {error}", file=sys.stderr, flush=True)
         return 1
     print(f"Running gRPC ModelServer at {options.bind_address}:{grpc_port} ...", flush=True)
     if options.grpc_socket_path:
         print(f"Running gRPC ModelServer at UNIX socket {options.grpc_socket_path} ...",
+              flush=True)
+    if native is not None:
+        print(f"Running native KServe v2 gRPC at {options.bind_address}:{native_port} ...",
               flush=True)
 
     rest = None
@@ -333,7 +358,8 @@ def run(options) -> int:
         print(f"Exporting HTTP/REST API at:{options.bind_address}:{rest_port} ...", flush=True)
     if options.port_file:
         with open(options.port_file + ".tmp", "w", encoding="utf-8") as handle:
-            json.dump({"grpc_port": grpc_port, "rest_api_port": rest_port}, handle)
+            json.dump({"grpc_port": grpc_port, "rest_api_port": rest_port,
+                       "grpc_inference_port": native_port}, handle)
         os.replace(options.port_file + ".tmp", options.port_file)
 
     received = []
@@ -353,9 +379,16 @@ def run(options) -> int:
         health.shut_down()
     core.stop()
     grpc_done = grpc_server.stop(DRAIN_GRACE_S)
+    native_stop = None
+    if native is not None:   # drains alongside the other listeners
+        native_stop = threading.Thread(target=native.stop, args=(DRAIN_GRACE_S,),
+                                       name="native-grpc-stop")
+        native_stop.start()
     if rest is not None:
         rest.stop(DRAIN_GRACE_S)
     grpc_done.wait(DRAIN_GRACE_S)
+    if native_stop is not None:
+        native_stop.join(DRAIN_GRACE_S + 10)
     if scheduler is not None:
         scheduler.stop()
     core.manager.unload_all()

@@ -37,6 +37,7 @@ class ServerProcess:
         self.env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO, **(env or {}))
         self.process = None
         self.grpc_port = None
+        self.grpc_inference_port = 0
         self._channel = None
 
     def start(self):
@@ -54,6 +55,7 @@ class ServerProcess:
         with open(self.port_file, encoding="utf-8") as handle:
             ports = json.load(handle)
         self.grpc_port = ports["grpc_port"]
+        self.grpc_inference_port = ports.get("grpc_inference_port", 0)
         return self
 
     def log(self) -> str:

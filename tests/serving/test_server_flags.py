@@ -73,7 +73,7 @@ def test_every_upstream_flag_is_accepted(name, value, tmp_path, caplog):
 def test_upstream_list_covers_every_option_with_a_tf_serving_name():
     ours_only = {"custom_op_paths", "bind_address", "port_file", "rest_api_max_body_bytes",
                  "max_queued_requests", "max_queued_requests_per_model",
-                 "max_decoded_tensor_bytes"}
+                 "max_decoded_tensor_bytes", "grpc_inference_port"}
     options = {f.name for f in __import__("dataclasses").fields(ServerOptions)}
     assert options - ours_only == {name for name, _ in UPSTREAM_MAIN_CC_FLAGS}
 
@@ -133,6 +133,11 @@ def test_flag_spellings(argv, field, value):
     (["--model_base_path=/m", "--platform_config_file=/no/such"], "no such file"),
     (["--model_base_path=/m", "--use_alts_credentials", "--ssl_config_file=/etc/hosts"],
      "give one"),
+    (["--model_base_path=/m", "--rest_api_port=8501", "--grpc_inference_port=8501"],
+     "needs its own port"),
+    (["--model_base_path=/m", "--grpc_inference_port=8001", "--use_alts_credentials"],
+     "does not support --use_alts_credentials"),
+    (["--model_base_path=/m", "--grpc_inference_port=-1"], "port must be in"),
 ])
 def test_bad_flags_fail_fast(argv, fragment, capsys):
     with pytest.raises(SystemExit) as caught:

@@ -3,6 +3,11 @@ server subprocess: bare PopEFs (an MLP with a Triton config.pbtxt, a fused PopEF
 subgraphs are models `fused/adder` and `fused/concat`) and a SavedModel, results checked
 against onnxruntime on the source ONNX models (and numpy for the SavedModel).
 
+Every gRPC test runs against both v2 gRPC listeners: the Python one on `--port` and the
+native (C++) one on `--grpc_inference_port`, whose fast path answers ModelInfer on bare PopEFs
+and hands everything else to the Python servicer. The server process holds TensorFlow (the
+SavedModel) and the native module at once.
+
 This process imports tritonclient only, never the server's generated `inference` protos
 (both register the same protobuf symbols): the server runs in a subprocess."""
 import os
@@ -19,7 +24,7 @@ from tritonclient.utils import InferenceServerException
 
 from kserve_models import (mlp_onnx, mlp_reference, onnxruntime_run, write_fused_model,
                            write_popef_model)
-from serving_harness import ServerProcess
+from serving_harness import ServerProcess, free_port, wait_until
 from serving_models import expected_affine, save_affine
 
 FEATURES, CLASSES = 16, 8
@@ -32,6 +37,8 @@ TIMED_DELAY_NS = 20_000_000
 TIMED_CONFIG = f"""max_batch_size: 8
 dynamic_batching {{ max_queue_delay_microseconds: {TIMED_DELAY_NS // 1000} }}
 """
+LISTENERS = ("port", "grpc_inference_port")    # the Python and the native v2 gRPC listeners
+TIMED_MODELS = {"port": "timed", "grpc_inference_port": "timed_native"}
 
 
 @pytest.fixture(scope="module")
@@ -43,14 +50,17 @@ def repo(tmp_path_factory):
     shutil.copytree(models / "mlp", models / "spare")
     (models / "spare" / "config.pbtxt").unlink()    # no batcher: each request runs alone
     shutil.copytree(models / "mlp", models / "extra")     # in the repository, not the config
-    shutil.copytree(models / "mlp", models / "timed")     # for the timing test only
-    (models / "timed" / "config.pbtxt").write_text(TIMED_CONFIG)
+    shutil.copytree(models / "mlp", models / "rollout")   # gets a second version
+    for timed in TIMED_MODELS.values():                  # for the timing test only
+        shutil.copytree(models / "mlp", models / timed)
+        (models / timed / "config.pbtxt").write_text(TIMED_CONFIG)
     sources = write_fused_model(str(models))
     save_affine(str(models / "affine" / "1"))
     config = root / "models.config"
     config.write_text("model_config_list {\n" + "".join(
         f'  config {{ name: "{m}" base_path: "{models / m}" model_platform: "tensorflow" }}\n'
-        for m in ("mlp", "spare", "fused", "affine", "timed")) + "}\n")
+        for m in ("mlp", "spare", "fused", "affine", "rollout", *TIMED_MODELS.values())) +
+        "}\n")
     monitoring = root / "monitoring.config"
     monitoring.write_text('prometheus_config { enable: true path: "/metrics" }\n')
     return dict(root=root, config=config, monitoring=monitoring, mlp_onnx=str(models / "mlp.onnx"),
@@ -60,9 +70,19 @@ def repo(tmp_path_factory):
 @pytest.fixture(scope="module")
 def server(repo):
     process = ServerProcess(repo["root"] / "server", f"--model_config_file={repo['config']}",
-                            f"--monitoring_config_file={repo['monitoring']}").start()
+                            f"--monitoring_config_file={repo['monitoring']}",
+                            f"--grpc_inference_port={free_port()}").start()
     yield process
     assert process.stop() == 0, process.log()
+
+
+@pytest.fixture(scope="module", params=LISTENERS)
+def listener(request):
+    return request.param
+
+
+def _grpc_address(server, listener) -> str:
+    return f"127.0.0.1:{getattr(server, 'grpc_port' if listener == 'port' else listener)}"
 
 
 @pytest.fixture(scope="module")
@@ -73,8 +93,8 @@ def http(server):
 
 
 @pytest.fixture(scope="module")
-def grpc_client(server):
-    client = grpcclient.InferenceServerClient(f"127.0.0.1:{server.grpc_port}")
+def grpc_client(server, listener):
+    client = grpcclient.InferenceServerClient(_grpc_address(server, listener))
     yield client
     client.close()
 
@@ -337,10 +357,15 @@ def test_repository_index_unload_and_load(http, grpc_client):
 
     grpc_client.unload_model("spare")
     assert not http.is_model_ready("spare") and http.is_model_ready("mlp")
+    status, message = _http_error(lambda: grpc_client.infer("spare", _grpc_inputs(
+        {"x": _rows(4)})))
+    assert status == "StatusCode.NOT_FOUND" and "'spare'" in message, (status, message)
     states = {m["name"]: m for m in http.get_model_repository_index()}
     assert states["spare"]["state"] == "UNAVAILABLE"
     http.load_model("spare")
     assert grpc_client.is_model_ready("spare")
+    np.testing.assert_allclose(grpc_client.infer("spare", _grpc_inputs({"x": _rows(4)})).as_numpy(
+        "logits"), http.infer("mlp", _http_inputs({"x": _rows(4)})).as_numpy("logits"))
     np.testing.assert_allclose(http.infer("spare", _http_inputs({"x": _rows(1)})).as_numpy(
         "logits"), http.infer("mlp", _http_inputs({"x": _rows(1)})).as_numpy("logits"))
 
@@ -371,23 +396,25 @@ def test_statistics_and_triton_metrics(server, http, grpc_client):
     assert ':tensorflow:serving:request_count{model_name="mlp",status="OK"}' in text
 
 
-def test_queue_and_compute_times_from_the_runtime(server, http, grpc_client):
+def test_queue_and_compute_times_from_the_runtime(server, http, grpc_client, listener):
     """Triton's queue / compute statistics and nv_inference_*_duration_us metrics of `timed`, a
-    bare PopEF whose 4-row batches wait up to TIMED_DELAY_NS for more rows (no other test uses
-    it, so the counts are exact); a SavedModel's requests are not timed by the runtime."""
+    bare PopEF whose 4-row batches wait up to TIMED_DELAY_NS for more rows (one copy per gRPC
+    listener that no other test uses, so the counts are exact, the native fast path's and the
+    Python path's together); a SavedModel's requests are not timed by the runtime."""
+    timed = TIMED_MODELS[listener]
     for _ in range(2):    # one row at a time: every batch waits out the delay
-        http.infer("timed", _http_inputs({"x": _rows(1)}))
-        grpc_client.infer("timed", _grpc_inputs({"x": _rows(1)}))
-    for request in [http.async_infer("timed", _http_inputs({"x": _rows(2, seed)}))
+        http.infer(timed, _http_inputs({"x": _rows(1)}))
+        grpc_client.infer(timed, _grpc_inputs({"x": _rows(1)}))
+    for request in [http.async_infer(timed, _http_inputs({"x": _rows(2, seed)}))
                     for seed in range(4)]:
         request.get_result()
     with pytest.raises(InferenceServerException):
-        grpc_client.infer("timed", _grpc_inputs({"x": _rows(1)[:, :3]}))
+        grpc_client.infer(timed, _grpc_inputs({"x": _rows(1)[:, :3]}))
     http.infer("affine", _http_inputs({"x": np.ones((1, 2), np.float32)}))
     succeeded, stages = 8, ("queue", "compute_input", "compute_infer", "compute_output")
 
-    grpc_stats = grpc_client.get_inference_statistics("timed", as_json=True)["model_stats"]
-    for stats in (http.get_inference_statistics("timed")["model_stats"][0]["inference_stats"],
+    grpc_stats = grpc_client.get_inference_statistics(timed, as_json=True)["model_stats"]
+    for stats in (http.get_inference_statistics(timed)["model_stats"][0]["inference_stats"],
                   grpc_stats[0]["inference_stats"]):
         assert int(stats["success"]["count"]) == succeeded and int(stats["fail"]["count"]) == 1
         for stage in stages:
@@ -402,13 +429,13 @@ def test_queue_and_compute_times_from_the_runtime(server, http, grpc_client):
     # (family, model) -> value: the parser names counter samples `<family>_total`
     values = {(family.name, sample.labels.get("model")): sample.value
               for family in text_string_to_metric_families(text) for sample in family.samples}
-    http_stats = http.get_inference_statistics("timed")["model_stats"][0]["inference_stats"]
-    assert values[("nv_inference_request_success", "timed")] == succeeded
+    http_stats = http.get_inference_statistics(timed)["model_stats"][0]["inference_stats"]
+    assert values[("nv_inference_request_success", timed)] == succeeded
     for stage in stages:
-        assert values[(f"nv_inference_{stage}_duration_us", "timed")] == pytest.approx(
+        assert values[(f"nv_inference_{stage}_duration_us", timed)] == pytest.approx(
             int(http_stats[stage]["ns"]) / 1e3), stage
-    assert sum(values[(f"nv_inference_{stage}_duration_us", "timed")] for stage in stages) <= \
-        values[("nv_inference_request_duration_us", "timed")]
+    assert sum(values[(f"nv_inference_{stage}_duration_us", timed)] for stage in stages) <= \
+        values[("nv_inference_request_duration_us", timed)]
     assert ("nv_inference_request_success", "affine") in values
     assert not any(name == "nv_inference_queue_duration_us" and model == "affine"
                    for name, model in values)
@@ -432,7 +459,7 @@ def test_example_client_script_runs(server):
 def test_broken_models_fail_their_load_and_the_server_keeps_serving(repo, http, grpc_client):
     models = repo["root"] / "models"
     broken = models / "broken" / "1"
-    broken.mkdir(parents=True)
+    broken.mkdir(parents=True, exist_ok=True)     # each gRPC listener's run starts broken
     (broken / "model.popef").write_bytes(b"not a popef")
     status, message = _http_error(lambda: http.load_model("broken"))
     assert status == "400" and "model.popef" in message, message
@@ -444,7 +471,7 @@ def test_broken_models_fail_their_load_and_the_server_keeps_serving(repo, http, 
     grpc_client.unload_model("broken")
 
     odd = models / "odd"
-    shutil.copytree(models / "mlp", odd)
+    shutil.copytree(models / "mlp", odd, dirs_exist_ok=True)
     (odd / "config.pbtxt").write_text("sequence_batching { }\n")
     status, message = _http_error(lambda: grpc_client.load_model("odd"))
     assert "config.pbtxt" in message and "sequence_batching" in message, message
@@ -455,6 +482,8 @@ def test_broken_models_fail_their_load_and_the_server_keeps_serving(repo, http, 
     status, message = _http_error(lambda: http.load_model("odd"))
     assert "'nope'" in message, message
     assert http.is_server_live() and http.is_model_ready("mlp")
+    http.unload_model("odd")          # the server is ready again (every model has a version)
+    assert http.is_server_ready()
 
 
 def test_raw_http_paths_with_a_slash_in_the_model_name(server):
@@ -471,3 +500,88 @@ def test_raw_http_paths_with_a_slash_in_the_model_name(server):
     assert server.http("GET", "/v2/models/fused/nope/ready")[0] == 400
     status, answer = server.http("GET", "/v2")
     assert status == 200 and answer["name"] == "tf-popef"
+
+
+# ---- the two gRPC listeners against each other -------------------------------------------------
+@pytest.fixture(scope="module")
+def grpc_clients(server):
+    clients = {listener: grpcclient.InferenceServerClient(_grpc_address(server, listener))
+               for listener in LISTENERS}
+    yield clients
+    for client in clients.values():
+        client.close()
+
+
+def test_both_grpc_listeners_refuse_bad_requests_alike(grpc_clients):
+    x = _rows(1)
+    cases = [("mlp", {"x": x.astype(np.float64)}, "", None),             # datatype
+             ("mlp", {"x": x[:, :5]}, "", None),                          # shape
+             ("mlp", {"z": x}, "", None),                                 # name
+             ("fused/adder", {"X": np.ones((1, 2), np.float32)}, "", None),   # missing input
+             ("mlp", {"x": _rows(9)}, "", None),                          # past max_batch_size
+             ("mlp", {"x": x}, "", ["probs"]),                            # unknown output
+             ("nope", {"x": x}, "", None), ("mlp", {"x": x}, "3", None),
+             ("fused/nope", {"x": x}, "", None), ("mlp", {"x": x}, "v1", None)]
+    for model, arrays, version, outputs in cases:
+        requested = [grpcclient.InferRequestedOutput(n) for n in outputs] if outputs else None
+        answers = {listener: _http_error(lambda: client.infer(
+            model, _grpc_inputs(arrays), model_version=version, outputs=requested))
+            for listener, client in grpc_clients.items()}
+        assert answers["port"] == answers["grpc_inference_port"], (model, answers)
+        assert answers["port"][0] in ("StatusCode.INVALID_ARGUMENT", "StatusCode.NOT_FOUND")
+
+
+def _metric(server, name: str, **labels) -> float:
+    text = urllib.request.urlopen(server.url("/metrics"), timeout=30).read().decode()
+    return sum(sample.value for family in text_string_to_metric_families(text)
+               for sample in family.samples
+               if sample.name in (name, name + "_total") and all(
+                   sample.labels.get(k) == v for k, v in labels.items()))
+
+
+def test_native_fast_path_takes_bare_popef_inference_only(server, grpc_clients, repo):
+    native, python = grpc_clients["grpc_inference_port"], grpc_clients["port"]
+    counter = ":tfpopef:server:native_fast_path_requests"
+    before = {m: _metric(server, counter, model_name=m)
+              for m in ("mlp", "spare", "fused", "affine")}
+    x = _rows(2, 5)
+    for _ in range(3):
+        np.testing.assert_allclose(native.infer("mlp", _grpc_inputs({"x": x})).as_numpy("logits"),
+                                   mlp_reference(repo["mlp_onnx"], x), rtol=1e-5, atol=1e-5)
+    # "spare" runs each request alone: 2 rows are zero-padded to its compiled batch of 4
+    spare = native.infer("spare", _grpc_inputs({"x": x})).as_numpy("logits")
+    assert spare.shape == (2, CLASSES)
+    np.testing.assert_allclose(spare, mlp_reference(repo["mlp_onnx"], x), rtol=1e-5, atol=1e-5)
+    native.infer("fused/concat", _grpc_inputs({"X": np.ones((1, 1), np.float16)}))
+    python.infer("mlp", _grpc_inputs({"x": x}))                          # the Python listener
+    native.infer("affine", _grpc_inputs({"x": np.ones((1, 2), np.float32)}))   # a SavedModel
+    with pytest.raises(InferenceServerException):
+        native.infer("mlp", _grpc_inputs({"x": x[:, :3]}))               # refused: delegated
+    after = {m: _metric(server, counter, model_name=m) for m in before}
+    assert after == dict(before, mlp=before["mlp"] + 3, spare=before["spare"] + 1,
+                         fused=before["fused"] + 1)
+    # One process holds TensorFlow (serving `affine`) and the native module with its protobuf.
+    with open(f"/proc/{server.process.pid}/maps", encoding="utf-8") as handle:
+        maps = handle.read()
+    assert "_kserve_native" in maps and "libtensorflow" in maps and "libprotobuf" in maps
+
+
+def test_native_fast_path_follows_a_version_rollout(server, grpc_clients, repo):
+    """A new version on disk replaces the old one (latest policy): the native listener's fast
+    path answers with it as soon as it is available, and counts it under its version."""
+    native = grpc_clients["grpc_inference_port"]
+    counter = ":tfpopef:server:native_fast_path_requests"
+    x = _rows(1, 3)
+    before = _metric(server, counter, model_name="rollout")
+    assert native.infer("rollout", _grpc_inputs({"x": x})).get_response().model_version == "1"
+    shutil.copytree(repo["root"] / "models" / "rollout" / "1",
+                    repo["root"] / "models" / "rollout" / "2")
+    wait_until(lambda: native.get_model_metadata("rollout", as_json=True)["versions"] == ["2"],
+               what="version 2 of rollout replacing version 1")
+    result = native.infer("rollout", _grpc_inputs({"x": x}))
+    assert result.get_response().model_version == "2"
+    np.testing.assert_allclose(result.as_numpy("logits"), mlp_reference(repo["mlp_onnx"], x),
+                               rtol=1e-5, atol=1e-5)
+    assert _metric(server, counter, model_name="rollout") == before + 2
+    stats = native.get_inference_statistics("rollout", "2", as_json=True)["model_stats"]
+    assert int(stats[0]["inference_stats"]["success"]["count"]) == 1

@@ -17,7 +17,7 @@ from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
 from serving.model_server.request_limits import MAX_JSON_DEPTH
 from serving.model_server.tensor_codec import to_tensor_proto
-from serving_harness import ServerProcess
+from serving_harness import ServerProcess, free_port
 from serving_models import save_affine
 
 PER_MODEL = 4
@@ -45,7 +45,7 @@ def server(tmp_path_factory):
         f"--max_queued_requests={TOTAL}", f"--max_queued_requests_per_model={PER_MODEL}",
         f"--rest_api_max_body_bytes={BODY_LIMIT}", f"--max_decoded_tensor_bytes={TENSOR_LIMIT}",
         f"--rest_api_timeout_in_ms={TIMEOUT_MS}", "--rest_api_num_threads=1",
-        "--grpc_max_threads=2").start()
+        "--grpc_max_threads=2", f"--grpc_inference_port={free_port()}").start()
     yield process
     assert process.stop() == 0, process.log()
 
@@ -243,6 +243,36 @@ def test_overload_answers_429_and_resource_exhausted_at_once_with_flat_rss(serve
     # count of refusals depends on timing, their presence and speed do not.
     assert refused_rest + refused_grpc >= 16
     assert after < before * 1.10, (before, after)
+
+
+def test_native_kserve_listener_refuses_past_the_bound_at_once(server):
+    """The native v2 listener holds at most --max_queued_requests RPCs (gRPC C++ refuses the
+    rest at once); the Python servicer it hands SavedModel requests to applies its per-model
+    bound. Either refusal is immediate, and the listener keeps serving."""
+    import tritonclient.grpc as grpcclient
+    from tritonclient.utils import InferenceServerException
+    client = grpcclient.InferenceServerClient(f"127.0.0.1:{server.grpc_inference_port}")
+
+    def slow(_):
+        x = grpcclient.InferInput("x", [1, 2], "FP32")
+        x.set_data_from_numpy(np.ones((1, 2), np.float32))
+        started = time.monotonic()
+        try:
+            client.infer("affine/slow", [x], client_timeout=30)
+            return "OK", "", time.monotonic() - started
+        except InferenceServerException as error:
+            return error.status(), error.message(), time.monotonic() - started
+    results = _burst(16, slow)
+    refused = [(message, seconds) for status, message, seconds in results
+               if status == "StatusCode.RESOURCE_EXHAUSTED"]
+    assert {status for status, _, _ in results} <= {"OK", "StatusCode.RESOURCE_EXHAUSTED"}
+    assert len(refused) >= 16 - TOTAL, results
+    for message, seconds in refused:
+        assert (f"--max_queued_requests_per_model={PER_MODEL}" in message
+                or "Threadpool Exhausted" in message), message
+        assert seconds < 0.25, seconds
+    assert client.is_server_live()
+    client.close()
 
 
 def test_total_bound_spans_models(server):

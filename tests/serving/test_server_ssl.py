@@ -1,5 +1,5 @@
 """--ssl_config_file: gRPC over TLS with TF Serving's SSLConfig text format (openssl makes a
-self-signed certificate for localhost)."""
+self-signed certificate for localhost), on `--port` and on the native KServe v2 listener."""
 import json
 import shutil
 import subprocess
@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
-from serving_harness import ServerProcess
+from serving_harness import ServerProcess, free_port
 from serving_models import expected_affine, save_affine
 
 
@@ -31,7 +31,8 @@ def tls_server(tmp_path_factory):
     save_affine(str(root / "models" / "m" / "1"))
     server = ServerProcess(root / "server", "--model_name=m",
                            f"--model_base_path={root / 'models' / 'm'}",
-                           f"--ssl_config_file={config}", rest=False).start()
+                           f"--ssl_config_file={config}", f"--grpc_inference_port={free_port()}",
+                           rest=False).start()
     server.cert = cert.read_bytes()
     yield server
     assert server.stop() == 0, server.log()
@@ -59,4 +60,22 @@ def test_plaintext_client_is_refused(tls_server):
         with pytest.raises(grpc.RpcError) as caught:
             prediction_service_pb2_grpc.PredictionServiceStub(channel).Predict(
                 _request(), timeout=10)
+    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+# inference.GRPCInferenceService/ServerLive, raw: an empty request, and `live: true` back (this
+# process may hold tritonclient's protos, which clash with the server's generated ones).
+SERVER_LIVE = "/inference.GRPCInferenceService/ServerLive"
+LIVE_TRUE = b"\x08\x01"
+
+
+def test_tls_on_the_native_kserve_listener(tls_server):
+    credentials = grpc.ssl_channel_credentials(root_certificates=tls_server.cert)
+    address = f"127.0.0.1:{tls_server.grpc_inference_port}"
+    with grpc.secure_channel(address, credentials,
+                             options=[("grpc.ssl_target_name_override", "localhost")]) as channel:
+        assert channel.unary_unary(SERVER_LIVE)(b"", timeout=30) == LIVE_TRUE
+    with grpc.insecure_channel(address) as channel:
+        with pytest.raises(grpc.RpcError) as caught:
+            channel.unary_unary(SERVER_LIVE)(b"", timeout=10)
     assert caught.value.code() == grpc.StatusCode.UNAVAILABLE

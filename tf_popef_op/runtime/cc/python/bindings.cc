@@ -189,7 +189,7 @@ class PyModelRunner {
     const RuntimeConfig cfg = config.value_or(RuntimeConfig());
     std::shared_ptr<const PopefReader> reader = Read(popef);
     py::gil_scoped_release release;  // prepares kernels and loads the device
-    runner_ = std::make_unique<ModelRunner>(std::move(reader), cfg);
+    runner_ = std::make_shared<ModelRunner>(std::move(reader), cfg);
   }
 
   py::dict Execute(const py::dict& inputs, const std::optional<py::dict>& outputs) {
@@ -307,6 +307,22 @@ class PyModelRunner {
 
   const ModelRunner& runner() const { return *runner_; }
 
+  // The runner for another extension module linking the same runtime library (the native
+  // KServe front end): a capsule holding a new std::shared_ptr<ModelRunner>, so requests it
+  // runs keep the runner alive.
+  py::object SharedRunnerCapsule() const {
+    auto* shared = new std::shared_ptr<ModelRunner>(runner_);
+    PyObject* capsule = PyCapsule_New(shared, kRunnerCapsuleName, [](PyObject* object) {
+      delete static_cast<std::shared_ptr<ModelRunner>*>(PyCapsule_GetPointer(object, kRunnerCapsuleName));
+    });
+    if (capsule == nullptr) {
+      delete shared;
+      throw py::error_already_set();
+    }
+    return py::reinterpret_steal<py::object>(capsule);
+  }
+  static constexpr const char* kRunnerCapsuleName = "tfpopef.ModelRunner.shared_ptr";
+
   void Close() {
     py::gil_scoped_release release;
     runner_->Close();
@@ -383,7 +399,7 @@ class PyModelRunner {
     return p;
   }
 
-  std::unique_ptr<ModelRunner> runner_;
+  std::shared_ptr<ModelRunner> runner_;
 };
 
 // --- DeviceManager ---------------------------------------------------------------------
@@ -513,6 +529,8 @@ PYBIND11_MODULE(_runtime, m) {
       .def_property_readonly("executable_hash", [](const PyModelRunner& r) { return r.runner().executable().hash_hex(); })
       .def_property_readonly("config", [](const PyModelRunner& r) { return r.runner().config(); })
       .def_property_readonly("closed", [](const PyModelRunner& r) { return r.runner().closed(); })
+      .def("__runner_capsule__", &PyModelRunner::SharedRunnerCapsule,
+           "A PyCapsule 'tfpopef.ModelRunner.shared_ptr' sharing the C++ runner with another extension module.")
       .def("close", &PyModelRunner::Close)
       .def("__enter__", [](py::object self) { return self; })
       .def("__exit__", [](PyModelRunner& r, const py::args&) {
