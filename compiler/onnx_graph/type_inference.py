@@ -13,6 +13,7 @@ from compiler.errors import ConversionError
 from compiler.onnx_graph import internal_ops  # noqa: F401  (registers the ai.tfpopef schemas with ONNX)
 from compiler.onnx_graph import subgraph_model
 from compiler.onnx_graph.graph_edit import subgraphs
+from compiler.onnx_graph.rank_operands import check_rank_operands
 from compiler.onnx_graph.tensor_types import TensorType, type_of_initializer, type_of_value_info, write_type
 
 # Initializers up to this many elements stay in the inference copy: data propagation needs the
@@ -91,6 +92,7 @@ def _body_types(model: onnx.ModelProto, model_name: str) -> Dict[str, TensorType
 
 def _infer_types(model: onnx.ModelProto, strict: bool, model_name: str,
                  hints: Optional[Dict[str, TensorType]] = None) -> InferredTypes:
+    check_rank_operands(model.graph, model_name)
     light = _light_copy(model)
     outputs = {o.name for o in light.graph.output}
     for name, t in (hints or {}).items():
