@@ -32,6 +32,11 @@ namespace {
 constexpr int64_t kChunkBytes = 384 * 1024;
 // Tiles per chunk: at least one 6-pixel NchwcConv tile, so the products run on full tiles.
 constexpr int64_t kMinChunkTiles = 6, kMaxChunkTiles = 96;
+// Tiles per chunk when the layer has that many per thread: each chunk streams all of U (a²·C·M
+// floats) through the products, 2 multiply-adds per weight and tile, so big-channel layers need
+// chunks this long to do more arithmetic than weight reading; one point's slices of the chunk stay
+// in L2 even when the whole chunk does not.
+constexpr int64_t kWeightReuseTiles = 48;
 // Weight bytes of one pass of the products over the input channels (all output blocks): they stay
 // in L2 while the chunk's tiles use them (as NchwcConv's kPassWeightBytes).
 constexpr int64_t kPassWeightBytes = 128 * 1024;
@@ -66,6 +71,7 @@ class NchwcWinogradConvKernel final : public Kernel {
     e.bias = p_.has_bias ? static_cast<const float*>(ctx.inputs[2]) : nullptr;
     e.sum = p_.has_sum ? ctx.inputs[p_.has_bias ? 3 : 2] : nullptr;
     const NchwcEpilogue none;
+    if (p_.chunks == 0) return;
     const int64_t points = g.points(), c = g.in_blocks * kNchwcBlock, m = g.out_blocks * kNchwcBlock;
     ParallelForChunks(p_.chunks, 1, [&](int64_t slice, int64_t c0, int64_t c1) {
       float* v = reinterpret_cast<float*>(static_cast<char*>(ctx.scratch) + slice * p_.slice_bytes);
@@ -130,16 +136,20 @@ std::unique_ptr<Kernel> CreateNchwcWinogradConv(const KernelSpec& spec) {
   g.tiles_w = (g.ow + g.m - 1) / g.m;
   p.tiles = n * g.tiles_h * g.tiles_w;
 
-  // Chunks: as many tiles as fit kChunkBytes, at least kMinChunkTiles; with few chunks, a
-  // multiple of the thread count, so no thread waits for another's last chunk.
+  // Chunks: as many tiles as fit kChunkBytes, at least kMinChunkTiles, and kWeightReuseTiles
+  // where each thread has that many; with few chunks, a multiple of the thread count, so no
+  // thread waits for another's last chunk.
   const int64_t tile_bytes = g.points() * (g.in_blocks + g.out_blocks) * kNchwcBlock * int64_t{sizeof(float)};
-  const int64_t fit = std::clamp<int64_t>(kChunkBytes / tile_bytes, kMinChunkTiles, kMaxChunkTiles);
   const int64_t threads = ThreadPool::Global().num_threads();
+  const int64_t fit = std::max(std::clamp<int64_t>(kChunkBytes / tile_bytes, kMinChunkTiles, kMaxChunkTiles),
+                               std::min(kWeightReuseTiles, (p.tiles + threads - 1) / threads));
   p.chunks = (p.tiles + fit - 1) / fit;
   if (p.chunks < 4 * threads) p.chunks = (p.chunks + threads - 1) / threads * threads;
-  p.chunks = std::max<int64_t>(1, std::min(p.chunks, (p.tiles + kMinChunkTiles - 1) / kMinChunkTiles));
-  p.chunk_tiles = (p.tiles + p.chunks - 1) / p.chunks;
-  p.chunks = (p.tiles + p.chunk_tiles - 1) / p.chunk_tiles;
+  p.chunks = std::min(p.chunks, (p.tiles + kMinChunkTiles - 1) / kMinChunkTiles);
+  if (p.chunks > 0) {  // (none for an empty batch)
+    p.chunk_tiles = (p.tiles + p.chunks - 1) / p.chunks;
+    p.chunks = (p.tiles + p.chunk_tiles - 1) / p.chunk_tiles;
+  }
   p.input_floats = AlignUp(static_cast<size_t>(g.points() * g.in_blocks * p.chunk_tiles * kNchwcBlock) * sizeof(float)) /
                    sizeof(float);
   p.slice_bytes = p.input_floats * sizeof(float) +
