@@ -10,10 +10,15 @@ CompilerOptions(winograd=off / f2x2 / f4x4).
 winograd off vs auto, interleaved with the sgemm peak's MatMul (sgemm_peak.py), and the
 profiled time of the 3x3 layers (the steps auto runs as NchwcWinogradConv) in each.
 
+--accuracy: Keras' ResNet50 (random weights, BatchNorm calibrated, as the architecture tests)
+at 64x64 and 224x224, each policy's max error against TensorFlow relative to the largest logit
+(the architecture tests' fp32 measure, architecture_checks.py), onnxruntime's for comparison.
+
 GFLOP/s count the direct convolution's FLOPs throughout.
 
     .venv/bin/python benchmarks/bench_winograd.py [--batch 1 8] [--cases r50_3x3_56 ...] [--budget 2]
     .venv/bin/python benchmarks/bench_winograd.py --resnet50 [--batch 1 8] [--budget 20]
+    .venv/bin/python benchmarks/bench_winograd.py --accuracy [--batch 1 8]
 """
 import argparse
 import glob
@@ -86,17 +91,51 @@ def resnet50(batches, budget: float, threads: int) -> None:
               f"{os.getloadavg()[0]:.1f} |", flush=True)
 
 
+def accuracy(batches) -> None:
+    import tempfile
+    sys.path.insert(0, os.path.join(ROOT, "tests", "models"))
+    import keras
+    from architecture_checks import export, max_rel, onnxruntime_outputs
+    from keras_architectures import calibrate_batch_norm, resnet50 as keras_resnet50, sample_images
+    policies = ("off", "f2x2", "f4x4", "auto")
+    print("| model | batch | onnxruntime | " + " | ".join(policies) + " |")
+    print("|---|---:|" + "---:|" * (len(policies) + 1))
+    folder = tempfile.mkdtemp()
+    for size in (64, 224):
+        keras.utils.set_random_seed(0)
+        model, x = keras_resnet50(image_size=size), sample_images(max(batches), size)
+        calibrate_batch_norm(model, x)
+        exported = export(f"resnet50_{size}", model, x, folder)
+        for batch in batches:
+            converted = Converter(batch_size=batch).convert(exported.onnx)
+            feed = {converted.graph.input[0].name: x[:batch]}
+            want = {k: v[:batch] for k, v in exported.reference.items()}
+
+            def error(got):
+                return max(max_rel(got[k], want[k]) for k in want)
+            errors = [error(onnxruntime_outputs(converted, feed))]
+            for policy in policies:
+                executable = Compiler.compile(converted, options=CompilerOptions(batch_size=batch, winograd=policy))
+                errors.append(error(ModelRunner(executable, RuntimeConfig()).execute(feed)))
+            print(f"| ResNet50 {size}x{size} | {batch} | " + " | ".join(f"{e:.2e}" for e in errors) + " |",
+                  flush=True)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--batch", nargs="+", type=int, default=[1, 8])
     p.add_argument("--cases", nargs="+", default=CASES)
     p.add_argument("--budget", type=float, default=2.0, help="seconds of timing per case")
     p.add_argument("--resnet50", action="store_true", help="the whole ResNet50 224 instead of its layers")
+    p.add_argument("--accuracy", action="store_true", help="each policy's error through ResNet50 vs TensorFlow")
     args = p.parse_args(argv)
     threads = int(os.environ.get("TF_POPEF_NUM_THREADS", os.cpu_count()))
     print(f"threads {threads}; load average {os.getloadavg()[0]:.1f}")
     if args.resnet50:
         resnet50(args.batch, args.budget, threads)
+        return
+    if args.accuracy:
+        accuracy(args.batch)
         return
     print(f"{'case':12s} {'batch':>5s} {'ort ms':>8s} " + " ".join(f"{p + ' ms':>9s} {'GFLOP/s':>7s} {'err':>7s}"
                                                                   for p in POLICIES) + "  best")
