@@ -54,8 +54,8 @@ def resnet50(batches, budget: float, threads: int) -> None:
     exports = glob.glob(os.path.join(CACHE, "resnet50-image_size224-*.onnx"))
     if not exports:
         raise SystemExit(f"no ResNet50 export in {CACHE}: run `bench_models.py --parts compile` first")
-    print(f"| batch | direct ms | auto ms | auto/direct | direct GFLOP/s | auto GFLOP/s | sgemm peak GFLOP/s | "
-          f"direct % peak | auto % peak | 3x3 direct ms | 3x3 auto ms | load |")
+    print("| batch | direct ms | auto ms | auto/direct | direct GFLOP/s | auto GFLOP/s | sgemm peak GFLOP/s | "
+          "direct % peak | auto % peak | 3x3 direct ms | 3x3 auto ms | load |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     peak_contenders = sgemm_peak.contenders(PEAK_N, threads)
     for batch in batches:

@@ -91,10 +91,12 @@ void RunWinograd(const WinogradCase& k, const Epi& e, uint32_t seed) {
     for (int64_t c = 0; c < k.c; ++c)
       for (int64_t i = 0; i < a; ++i)
         for (int64_t j = 0; j < a; ++j) {
+          const auto& gi = G[static_cast<size_t>(i)];
+          const auto& gj = G[static_cast<size_t>(j)];
           double v = 0;
           for (int ky = 0; ky < 3; ++ky)
             for (int kx = 0; kx < 3; ++kx)
-              v += G[static_cast<size_t>(i)][static_cast<size_t>(ky)] * G[static_cast<size_t>(j)][static_cast<size_t>(kx)] *
+              v += gi[static_cast<size_t>(ky)] * gj[static_cast<size_t>(kx)] *
                    w[static_cast<size_t>(((m * k.c + c) * 3 + ky) * 3 + kx)];
           const int64_t t = i * a + j;
           u[static_cast<size_t>((((t * (k.m / GB) + m / GB) * (k.c / B) + c / B) * B + c % B) * GB + m % GB)] = v;

@@ -5,7 +5,7 @@ Rewritten: an NchwcConv (written by to_nchwc_layout, which runs before) on a blo
 group 1, window 3x3, strides 1, dilations 1, with constant weights, whose layer class the
 policy picks (PassContext.winograd):
   auto   F(4x4,3x3) or F(2x2,3x3) where it measured faster than the direct NchwcConv tiles
-         (choose_tile; docs/benchmarks.md, "Winograd"), the direct convolution elsewhere;
+         (choose_tile; docs/benchmarks.md, "Winograd convolutions"), the direct convolution elsewhere;
   f2x2 / f4x4  every such layer with that tile (for measuring the classes);
   off    none (the pass is left out of the pipeline).
 The epilogue (bias, Sum, activation) and the pads carry over; the transformed weights are a new
@@ -23,17 +23,17 @@ from compiler.onnx_graph.graph_rewrite import GraphRewrite
 from compiler.onnx_graph.internal_ops import DOMAIN
 from compiler.onnx_graph.type_inference import infer_types
 
-POLICIES = {"auto": None, "f2x2": 2, "f4x4": 4, "off": None}
+_FORCED_TILES = {"f2x2": 2, "f4x4": 4}  # the policies that force a tile (CompilerOptions.winograd)
 _KEPT_ATTRS = ("pads", "activation", "activation_params")
 
 # The layer classes where Winograd beat the direct tiles (ResNet50's 3x3 layers at batch 1 and
-# 8, 2 threads, benchmarks/bench_winograd.py; docs/benchmarks.md "Winograd"): from MIN_TILES
+# 8, 2 threads, benchmarks/bench_winograd.py; docs/benchmarks.md "Winograd convolutions"): from MIN_TILES
 # output tiles (both threads get chunks long enough to amortize streaming the transformed
 # weights; 7x7 at batch 1 ran level with the direct convolution). F(4x4,3x3) only on planes of
-# at least F4_MIN_SIDE: there it is 1.4-1.9x faster than F(2x2,3x3), but its rounding error is
-# about 2x the direct convolution's, which the 64x64 ResNet50 of the architecture tests (all
-# 3x3 planes 16x16 or smaller) cannot afford (1.45e-4 against the 1e-4 fp32 bar with F(4x4)
-# throughout; 8.7e-5 with F(2x2), whose error is below the direct convolution's).
+# at least F4_MIN_SIDE: there it is 1.4-1.9x faster than F(2x2,3x3), but it takes a network's
+# error to about 1.5-1.7x the direct convolution's, which the 64x64 ResNet50 of the
+# architecture tests (all 3x3 planes 16x16 or smaller) cannot afford (1.44e-4 against the 1e-4
+# fp32 bar with F(4x4) throughout; 8.7e-5 with F(2x2), whose error is below the direct one's).
 MIN_TILES = 32
 F4_MIN_SIDE = 28
 
@@ -59,7 +59,7 @@ def to_winograd_conv(model, ctx):
     types = infer_types(model, model_name=ctx.model_name).types
     replaced = set()
     for node in model.graph.node:
-        tile = _tile(node, rewrite, types, POLICIES[policy])
+        tile = _tile(node, rewrite, types, _FORCED_TILES.get(policy))
         if tile is None:
             continue
         weights = node.input[1]

@@ -150,10 +150,11 @@ std::unique_ptr<Kernel> CreateNchwcWinogradConv(const KernelSpec& spec) {
     p.chunk_tiles = (p.tiles + p.chunks - 1) / p.chunks;
     p.chunks = (p.tiles + p.chunk_tiles - 1) / p.chunk_tiles;
   }
-  p.input_floats = AlignUp(static_cast<size_t>(g.points() * g.in_blocks * p.chunk_tiles * kNchwcBlock) * sizeof(float)) /
-                   sizeof(float);
-  p.slice_bytes = p.input_floats * sizeof(float) +
-                  AlignUp(static_cast<size_t>(g.points() * g.out_blocks * p.chunk_tiles * kNchwcBlock) * sizeof(float));
+  auto chunk_bytes = [&](int64_t blocks) {  // one chunk's a² x blocks x tiles vectors, aligned
+    return AlignUp(static_cast<size_t>(g.points() * blocks * p.chunk_tiles * kNchwcBlock) * sizeof(float));
+  };
+  p.input_floats = chunk_bytes(g.in_blocks) / sizeof(float);
+  p.slice_bytes = chunk_bytes(g.in_blocks) + chunk_bytes(g.out_blocks);
   p.scratch_bytes = static_cast<size_t>(std::min(threads, p.chunks)) * p.slice_bytes;
 
   NchwcGeometry& pg = p.products;
