@@ -12,11 +12,14 @@ import numpy as np
 
 from compiler.onnx_graph.nchwc import BLOCK
 
-# G of F(2x2,3x3) and F(4x4,3x3) (interpolation points 0, ±1 and 0, ±1, ±2, each with ∞).
+# G of F(2x2,3x3) and F(4x4,3x3), from the interpolation points 0, ±1 (Lavin & Gray's) and
+# 0, -1, 1, 1/2, -2 (in float32 about half the rounding error of 0, ±1, ±2), each with ∞:
+# row j is (1, p_j, p_j²) / Π_{l≠j} (p_j - p_l), the last (0, 0, 1). The runtime's B^T and A^T
+# (nchwc_winograd_transforms.inc) are of the same points.
 _G = {
     2: np.array([[1, 0, 0], [1 / 2, 1 / 2, 1 / 2], [1 / 2, -1 / 2, 1 / 2], [0, 0, 1]], dtype=np.float64),
-    4: np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6], [1 / 24, 1 / 12, 1 / 6],
-                 [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]], dtype=np.float64),
+    4: np.array([[1, 0, 0], [-1 / 3, 1 / 3, -1 / 3], [1 / 3, 1 / 3, 1 / 3], [-16 / 15, -8 / 15, -4 / 15],
+                 [1 / 15, -2 / 15, 4 / 15], [0, 0, 1]], dtype=np.float64),
 }
 TILES = tuple(_G)
 _POINTS = {m: (m + 2) ** 2 for m in TILES}  # U's first axis tells the tile

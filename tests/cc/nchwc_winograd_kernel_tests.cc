@@ -30,12 +30,15 @@ std::vector<double> ToBlocked(const std::vector<double>& x, int64_t n, int64_t c
   return y;
 }
 
-// G of F(2x2,3x3) and F(4x4,3x3), a x 3.
+// G of F(2x2,3x3) and F(4x4,3x3), a x 3 (points 0, ±1 and 0, -1, 1, 1/2, -2, each with ∞).
 const std::vector<std::vector<double>>& WinogradG(int tile) {
   static const std::vector<std::vector<double>> f2 = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
-  static const std::vector<std::vector<double>> f4 = {{1.0 / 4, 0, 0},           {-1.0 / 6, -1.0 / 6, -1.0 / 6},
-                                                      {-1.0 / 6, 1.0 / 6, -1.0 / 6}, {1.0 / 24, 1.0 / 12, 1.0 / 6},
-                                                      {1.0 / 24, -1.0 / 12, 1.0 / 6}, {0, 0, 1}};
+  static const std::vector<std::vector<double>> f4 = {{1, 0, 0},
+                                                      {-1.0 / 3, 1.0 / 3, -1.0 / 3},
+                                                      {1.0 / 3, 1.0 / 3, 1.0 / 3},
+                                                      {-16.0 / 15, -8.0 / 15, -4.0 / 15},
+                                                      {1.0 / 15, -2.0 / 15, 4.0 / 15},
+                                                      {0, 0, 1}};
   return tile == 2 ? f2 : f4;
 }
 

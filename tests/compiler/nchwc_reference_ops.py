@@ -198,15 +198,17 @@ class NchwcConv(OpRun):
         return (to_blocked(y.astype(x.dtype)),)
 
 
-# B^T and A^T of Winograd's F(2x2,3x3) and F(4x4,3x3) (Lavin & Gray 2015), by output tile side.
+# B^T and A^T of Winograd's F(2x2,3x3) and F(4x4,3x3) by output tile side, from the interpolation
+# points of docs/popef.md (0, ±1 and 0, -1, 1, 1/2, -2, each with ∞).
 _WINOGRAD_BT = {
     2: np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], np.float64),
-    4: np.array([[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0], [0, -2, -1, 2, 1, 0],
-                 [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]], np.float64),
+    4: np.array([[1, -3 / 2, -2, 3 / 2, 1, 0], [0, 1, -5 / 2, 1 / 2, 1, 0], [0, -1, 1 / 2, 5 / 2, 1, 0],
+                 [0, -2, -1, 2, 1, 0], [0, 1 / 2, -1, -1 / 2, 1, 0], [0, 1, -3 / 2, -2, 3 / 2, 1]], np.float64),
 }
 _WINOGRAD_AT = {
     2: np.array([[1, 1, 1, 0], [0, 1, -1, -1]], np.float64),
-    4: np.array([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]], np.float64),
+    4: np.array([[1, 1, 1, 1, 1, 0], [0, -1, 1, 1 / 2, -2, 0], [0, 1, 1, 1 / 4, 4, 0], [0, -1, 1, 1 / 8, -8, 1]],
+                np.float64),
 }
 
 

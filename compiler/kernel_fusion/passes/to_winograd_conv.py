@@ -27,14 +27,15 @@ _FORCED_TILES = {"f2x2": 2, "f4x4": 4}  # the policies that force a tile (Compil
 _KEPT_ATTRS = ("pads", "activation", "activation_params")
 
 # The layer classes where Winograd beat the direct tiles (ResNet50's 3x3 layers at batch 1 and
-# 8, 2 threads, benchmarks/bench_winograd.py; docs/benchmarks.md "Winograd convolutions"): from MIN_TILES
-# output tiles (both threads get chunks long enough to amortize streaming the transformed
-# weights; 7x7 at batch 1 ran level with the direct convolution). F(4x4,3x3) only on planes of
-# at least F4_MIN_SIDE: there it is 1.4-1.9x faster than F(2x2,3x3), but it takes a network's
-# error to about 1.5-1.7x the direct convolution's, which the 64x64 ResNet50 of the
-# architecture tests (all 3x3 planes 16x16 or smaller) cannot afford (1.44e-4 against the 1e-4
-# fp32 bar with F(4x4) throughout; 8.7e-5 with F(2x2), whose error is below the direct one's).
-MIN_TILES = 32
+# 8, 2 threads, benchmarks/bench_winograd.py; docs/benchmarks.md "Winograd convolutions"):
+# F(4x4,3x3) from 32 output tiles, F(2x2,3x3) from 64 (both threads get chunks long enough to
+# amortize streaming the transformed weights; 14x14 and 7x7 at batch 1 ran faster direct than
+# with F(2x2)). F(4x4,3x3) only on planes of at least F4_MIN_SIDE: there it is 1.15-1.4x faster
+# than F(2x2,3x3), but through a network its error is about 1.2-1.5x the direct convolution's,
+# which the 64x64 ResNet50 of the architecture tests (all 3x3 planes 16x16 or smaller) cannot
+# afford (1.18e-4 against the 1e-4 fp32 bar with F(4x4) throughout; 8.7e-5 with F(2x2), whose
+# error is below the direct convolution's).
+MIN_TILES = {4: 32, 2: 64}
 F4_MIN_SIDE = 28
 
 
@@ -44,7 +45,7 @@ def choose_tile(n: int, oh: int, ow: int) -> Optional[int]:
     for tile in (4, 2):
         if tile == 4 and min(oh, ow) < F4_MIN_SIDE:
             continue
-        if n * -(-oh // tile) * -(-ow // tile) >= MIN_TILES:
+        if n * -(-oh // tile) * -(-ow // tile) >= MIN_TILES[tile]:
             return tile
     return None
 
