@@ -8,7 +8,7 @@ CompilerOptions(winograd=off / f2x2 / f4x4).
 
 --resnet50: the whole ResNet50 224 (the cached tf2onnx export of bench_models.py, fp32),
 winograd off vs auto, interleaved with the sgemm peak's MatMul (sgemm_peak.py), and the
-profiled time of the 3x3 layers (the steps auto runs as NchwcWinogradConv) in each.
+profiled time of the layers auto runs as NchwcWinogradConv, in each.
 
 --accuracy: Keras' ResNet50 (random weights, BatchNorm calibrated, as the architecture tests)
 at 64x64 and 224x224, each policy's max error against TensorFlow relative to the largest logit
@@ -55,8 +55,8 @@ def resnet50(batches, budget: float, threads: int) -> None:
     if not exports:
         raise SystemExit(f"no ResNet50 export in {CACHE}: run `bench_models.py --parts compile` first")
     print("| batch | direct ms | auto ms | auto/direct | direct GFLOP/s | auto GFLOP/s | sgemm peak GFLOP/s | "
-          "direct % peak | auto % peak | 3x3 direct ms | 3x3 auto ms | load |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "direct % peak | auto % peak | Winograd layers | their direct ms | their auto ms | load |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     peak_contenders = sgemm_peak.contenders(PEAK_N, threads)
     for batch in batches:
         converted = Converter(batch_size=batch).convert(onnx.load(exports[0]))
@@ -87,7 +87,7 @@ def resnet50(batches, budget: float, threads: int) -> None:
         gf = {k: flops / v / 1e6 for k, v in ms.items()}
         print(f"| {batch} | {ms['direct']:.1f} | {ms['auto']:.1f} | {ms['auto'] / ms['direct']:.2f} | "
               f"{gf['direct']:.0f} | {gf['auto']:.0f} | {peak:.0f} | {100 * gf['direct'] / peak:.0f} % | "
-              f"{100 * gf['auto'] / peak:.0f} % | {layer_ms['off']:.1f} | {layer_ms['auto']:.1f} | "
+              f"{100 * gf['auto'] / peak:.0f} % | {len(names)} | {layer_ms['off']:.1f} | {layer_ms['auto']:.1f} | "
               f"{os.getloadavg()[0]:.1f} |", flush=True)
 
 
