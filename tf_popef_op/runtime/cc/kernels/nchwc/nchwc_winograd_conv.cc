@@ -33,7 +33,7 @@ constexpr int64_t kChunkBytes = 384 * 1024;
 // Tiles per chunk: at least one 6-pixel NchwcConv tile, so the products run on full tiles.
 constexpr int64_t kMinChunkTiles = 6, kMaxChunkTiles = 96;
 // Tiles per chunk when the layer has that many per thread: each chunk streams all of U (a²·C·M
-// floats) through the products, 2 multiply-adds per weight and tile, so big-channel layers need
+// floats) through the products, one multiply-add per weight and tile, so big-channel layers need
 // chunks this long to do more arithmetic than weight reading; one point's slices of the chunk stay
 // in L2 even when the whole chunk does not.
 constexpr int64_t kWeightReuseTiles = 48;
