@@ -5,6 +5,8 @@ from typing import Optional
 from compiler.errors import ConfigError
 from compiler.lowering.device_memory import IPU_VERSIONS
 
+WINOGRAD_POLICIES = ("auto", "off", "f2x2", "f4x4")
+
 
 @dataclasses.dataclass(slots=True)  # slots: a misspelt attribute raises instead of being ignored
 class CompilerOptions:
@@ -16,6 +18,9 @@ class CompilerOptions:
     device_memory_bytes: Optional[int] = None  # per IPU; None: 1472 tiles x 624 KiB = 940,572,672
     kernel_fusion: bool = True                 # fused Conv/Gemm/MatMul epilogues (KERNEL_FUSION_PIPELINE)
     blocked_layout: bool = True                # conv chains in the NCHW8c layout (to_nchwc_layout; with kernel_fusion)
+    # Blocked 3x3 stride-1 float32 convs as Winograd F(m x m, 3x3) (to_winograd_conv): "auto" where
+    # measured faster, "off", or "f2x2" / "f4x4" on every eligible layer (for measuring).
+    winograd: str = "auto"
 
     def validate(self) -> "CompilerOptions":
         def positive_int(name, value, allow_none=False, minimum=1):
@@ -35,6 +40,9 @@ class CompilerOptions:
         for name in ("kernel_fusion", "blocked_layout"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"CompilerOptions.{name} must be True or False, got {getattr(self, name)!r}")
+        if self.winograd not in WINOGRAD_POLICIES:
+            raise ConfigError(f"CompilerOptions.winograd must be one of {', '.join(WINOGRAD_POLICIES)}, "
+                              f"got {self.winograd!r}")
         return self
 
     def to_dict(self) -> dict:

@@ -16,20 +16,28 @@ KERNEL_FUSION_PIPELINE: List[str] = [
     "hoist_matmul_reshape",          # MatMul -> Reshape(keeps N) -> epilogue: the Reshape moves to the input
     "fuse_epilogue",                 # Conv/Gemm/MatMul + bias + sum + activation -> FusedConv/FusedGemm/FusedMatMul
     "fuse_elementwise_chain",        # what elementwise chains remain -> FusedElementwise (one loop)
-    "to_nchwc_layout",               # conv chains (FusedConv...) -> NCHW8c blocked layout; last: sees the fused ops
+    "to_nchwc_layout",               # conv chains (FusedConv...) -> NCHW8c blocked layout; sees the fused ops
+    "to_winograd_conv",              # 3x3 stride-1 NchwcConvs -> NchwcWinogradConv (transformed weights)
 ]
 BLOCKED_LAYOUT_PASS = "to_nchwc_layout"  # left out of KERNEL_FUSION_PIPELINE by CompilerOptions.blocked_layout=False
+WINOGRAD_PASS = "to_winograd_conv"  # left out by CompilerOptions.winograd="off"
 
 
 def run_kernel_fusions(model: onnx.ModelProto, model_name: str = "<model>",
-                       blocked_layout: bool = True) -> onnx.ModelProto:
+                       blocked_layout: bool = True, winograd: str = "auto") -> onnx.ModelProto:
     """KERNEL_FUSION_PIPELINE on a copy of `model` (the caller's model is left as it was);
-    blocked_layout=False leaves out the NCHW8c layout pass."""
-    names = [n for n in KERNEL_FUSION_PIPELINE if blocked_layout or n != BLOCKED_LAYOUT_PASS]
-    return run_passes(copy.deepcopy(model), names, PassContext(model_name=model_name))
+    blocked_layout=False leaves out the NCHW8c layout pass, winograd="off" the Winograd one
+    (which needs the blocked layout); winograd is that pass's policy."""
+    left_out = {BLOCKED_LAYOUT_PASS} if not blocked_layout else set()
+    if winograd == "off" or not blocked_layout:
+        left_out.add(WINOGRAD_PASS)
+    names = [n for n in KERNEL_FUSION_PIPELINE if n not in left_out]
+    return run_passes(copy.deepcopy(model), names, PassContext(model_name=model_name, winograd=winograd))
 
 
 def apply_kernel_fusion(model: onnx.ModelProto, options, model_name: str = "<model>") -> onnx.ModelProto:
     """The stage as the compile step runs it: per the CompilerOptions `options` (kernel_fusion,
-    blocked_layout), the model itself when kernel fusion is off."""
-    return run_kernel_fusions(model, model_name, options.blocked_layout) if options.kernel_fusion else model
+    blocked_layout, winograd), the model itself when kernel fusion is off."""
+    if not options.kernel_fusion:
+        return model
+    return run_kernel_fusions(model, model_name, options.blocked_layout, options.winograd)

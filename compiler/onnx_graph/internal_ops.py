@@ -24,6 +24,9 @@ or float16 (all of a node's tensors one type), a blocked tensor being [N, C/8, H
                                  G = 16 output channels per group when M % 16 == 0, else 8;
                                  group C: depthwise, W [C/8, KH, KW, 8]) or plain [N, C, H, W]
                                  (group 1, W [M/G, C, KH, KW, G]); B [M]; Sum and Y blocked
+  NchwcWinogradConv(X, U, [B], [Sum])  pads + the epilogue's attributes: a 3x3, stride-1 NchwcConv
+                                 as Winograd's F(m x m, 3x3) (compiler/onnx_graph/winograd.py), U
+                                 the transformed weights [(m+2)², M/G, C/8, 8, G]; X, Sum, Y blocked
   NchwcMaxPool(X)                kernel_shape strides dilations pads, ceil_mode (only for Y's
                                  shape, ONNX's MaxPool formula), zero_pads (1: the pads hold
                                  zeros, a folded Pad); X and Y blocked
@@ -38,7 +41,7 @@ from typing import Dict, List, Optional, Sequence
 import onnx
 from onnx import defs, helper
 
-from compiler.onnx_graph import nchwc
+from compiler.onnx_graph import nchwc, winograd
 from compiler.onnx_graph.activations import ACTIVATIONS
 from compiler.onnx_graph.spatial_window import resolve_window
 
@@ -189,6 +192,16 @@ def _infer_nchwc_conv(ctx) -> None:
     _set_output(ctx, shape)
 
 
+def _infer_nchwc_winograd_conv(ctx) -> None:
+    x, u = _static_shape(ctx, 0), _static_shape(ctx, 1)
+    pads = ctx.get_attribute("pads")
+    try:
+        shape = None if x is None or u is None or pads is None else winograd.output_shape(x, u, list(pads.ints))
+    except ValueError:
+        shape = None
+    _set_output(ctx, shape)
+
+
 _POOL_ATTRS = ("kernel_shape", "strides", "dilations", "pads", "ceil_mode")
 
 
@@ -243,6 +256,10 @@ def _nchwc_schemas() -> List[defs.OpSchema]:
                       window + [("group", defs.OpSchema.AttrType.INT, "1, or C (depthwise)"),
                                 ("activation", string, "epilogue activation"),
                                 ("activation_params", floats, "its parameters")], _infer_nchwc_conv),
+        _nchwc_schema("NchwcWinogradConv", "act(conv3x3(X, W) + B + Sum) by Winograd F(m x m, 3x3), blocked output",
+                      [x, ("U", "transformed weights", False), ("B", "[M]", True), ("Sum", "Y's shape", True)],
+                      [("pads", ints, "[top, left, bottom, right]"), ("activation", string, "epilogue activation"),
+                       ("activation_params", floats, "its parameters")], _infer_nchwc_winograd_conv),
         _nchwc_schema("NchwcMaxPool", "MaxPool on a blocked tensor", [x],
                       window + [("ceil_mode", defs.OpSchema.AttrType.INT, "only for Y's shape"),
                                 ("zero_pads", defs.OpSchema.AttrType.INT, "1: the pads are zeros (a folded Pad)")],
@@ -254,7 +271,7 @@ def _nchwc_schemas() -> List[defs.OpSchema]:
     ]
 
 
-NCHWC_OPS = ("ToNchwc", "FromNchwc", "NchwcConv", "NchwcMaxPool", "NchwcAveragePool")
+NCHWC_OPS = ("ToNchwc", "FromNchwc", "NchwcConv", "NchwcWinogradConv", "NchwcMaxPool", "NchwcAveragePool")
 
 
 def _register_all() -> None:

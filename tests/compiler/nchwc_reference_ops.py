@@ -5,8 +5,8 @@ numerically against onnxruntime on the original one:
 
     ReferenceEvaluator(model, new_ops=INTERNAL_OPS).run(None, feeds)
 
-ToNchwc, FromNchwc, NchwcConv (the three variants), NchwcMaxPool, NchwcAveragePool, FusedConv and
-FusedElementwise.
+ToNchwc, FromNchwc, NchwcConv (the three variants), NchwcWinogradConv, NchwcMaxPool, NchwcAveragePool,
+FusedConv and FusedElementwise.
 Everything computes in float64; the blocked ops return their input's type (float32 or float16, rounded
 once as the kernels do), the others float32."""
 import math
@@ -198,6 +198,53 @@ class NchwcConv(OpRun):
         return (to_blocked(y.astype(x.dtype)),)
 
 
+# B^T and A^T of Winograd's F(2x2,3x3) and F(4x4,3x3) by output tile side, from the interpolation
+# points of docs/popef.md (0, ±1 and 0, -1, 1, 1/2, -2, each with ∞).
+_WINOGRAD_BT = {
+    2: np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], np.float64),
+    4: np.array([[1, -3 / 2, -2, 3 / 2, 1, 0], [0, 1, -5 / 2, 1 / 2, 1, 0], [0, -1, 1 / 2, 5 / 2, 1, 0],
+                 [0, -2, -1, 2, 1, 0], [0, 1 / 2, -1, -1 / 2, 1, 0], [0, 1, -3 / 2, -2, 3 / 2, 1]], np.float64),
+}
+_WINOGRAD_AT = {
+    2: np.array([[1, 1, 1, 0], [0, 1, -1, -1]], np.float64),
+    4: np.array([[1, 1, 1, 1, 1, 0], [0, -1, 1, 1 / 2, -2, 0], [0, 1, 1, 1 / 4, 4, 0], [0, -1, 1, 1 / 8, -8, 1]],
+                np.float64),
+}
+
+
+class NchwcWinogradConv(OpRun):
+    """Each m x m output tile A^T [sum over c of U[:, :, o, c] * (B^T d_c B)] A, d_c the tile's
+    (m + 2)² input window of channel c (zeros outside the input), U [(m+2)², M/G, C/8, 8, G]."""
+    op_domain = DOMAIN
+
+    def _run(self, x, u, b=None, s=None, pads=None, activation=None, activation_params=None):
+        points, groups, cb, _, g = u.shape
+        a = int(round(points ** 0.5))
+        m = a - 2
+        bt, at = _WINOGRAD_BT[m], _WINOGRAD_AT[m]
+        uf = u.astype(np.float64).transpose(0, 1, 4, 2, 3).reshape(a, a, groups * g, cb * BLOCK)  # [i, j, M, C]
+        xp = from_blocked(x).astype(np.float64)
+        top, left, bottom, right = pads
+        n, _, h, w = xp.shape
+        oh, ow = h + top + bottom - 2, w + left + right - 2
+        th, tw = -(-oh // m), -(-ow // m)
+        padded = np.zeros((n, xp.shape[1], th * m + 2, tw * m + 2))
+        padded[:, :, top:top + h, left:left + w] = xp
+        y = np.zeros((n, groups * g, th * m, tw * m))
+        for ty in range(th):
+            for tx in range(tw):
+                d = padded[:, :, ty * m:ty * m + a, tx * m:tx * m + a]
+                products = np.einsum("ijoc,ncij->noij", uf, np.einsum("ik,nckl,jl->ncij", bt, d, bt))
+                y[:, :, ty * m:(ty + 1) * m, tx * m:(tx + 1) * m] = np.einsum("ik,nokl,jl->noij", at, products, at)
+        y = y[:, :, :oh, :ow]
+        if b is not None:
+            y = y + b.astype(np.float64).reshape(1, -1, 1, 1)
+        if s is not None:
+            y = y + from_blocked(s).astype(np.float64)
+        y = apply_activation(y, _text(activation), activation_params)
+        return (to_blocked(y.astype(x.dtype)),)
+
+
 class NchwcMaxPool(OpRun):
     op_domain = DOMAIN
 
@@ -274,7 +321,8 @@ class FusedElementwise(OpRun):
         return (out.astype(inputs[0].dtype),)
 
 
-INTERNAL_OPS = [ToNchwc, FromNchwc, NchwcConv, NchwcMaxPool, NchwcAveragePool, FusedConv, FusedElementwise]
+INTERNAL_OPS = [ToNchwc, FromNchwc, NchwcConv, NchwcWinogradConv, NchwcMaxPool, NchwcAveragePool, FusedConv,
+                FusedElementwise]
 
 
 def run_internal(model, feeds):

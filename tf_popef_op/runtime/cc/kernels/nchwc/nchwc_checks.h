@@ -8,6 +8,7 @@
 
 #include "tf_popef_op/runtime/cc/kernels/kernel_checks.h"
 #include "tf_popef_op/runtime/cc/kernels/nchwc/nchwc_tiles.h"
+#include "tf_popef_op/runtime/cc/kernels/support/epilogue.h"
 
 namespace tfpopef {
 namespace kernels {
@@ -57,6 +58,23 @@ inline void ReadNchwcWindow(const KernelSpec& spec, NchwcGeometry* g) {
                                                  "input (" + std::to_string(in_h) + "x" + std::to_string(in_w) + ")");
   g->oh = (in_h - span_h) / g->sh + 1;
   g->ow = (in_w - span_w) / g->sw + 1;
+}
+
+// The epilogue attributes as the NCHW8c tiles apply them: Relu and Clip in registers, any other
+// activation afterwards (NchwcEpilogue::post).
+inline NchwcEpilogue ReadNchwcEpilogue(const KernelSpec& spec) {
+  NchwcEpilogue e;
+  const Epilogue read = ReadEpilogue(spec);
+  if (read.activation == Activation::kRelu) {
+    e.in_register = NchwcEpilogue::InRegister::kRelu;
+  } else if (read.activation == Activation::kClip) {
+    e.in_register = NchwcEpilogue::InRegister::kClip;
+    e.lo = read.p0;
+    e.hi = read.p1;
+  } else {
+    e.post = read;
+  }
+  return e;
 }
 
 }  // namespace kernels

@@ -157,21 +157,6 @@ class NchwcConvKernel final : public Kernel {
   const NchwcConvParams p_;
 };
 
-NchwcEpilogue ReadNchwcEpilogue(const KernelSpec& spec) {
-  NchwcEpilogue e;
-  const Epilogue read = ReadEpilogue(spec);
-  if (read.activation == Activation::kRelu) {
-    e.in_register = NchwcEpilogue::InRegister::kRelu;
-  } else if (read.activation == Activation::kClip) {
-    e.in_register = NchwcEpilogue::InRegister::kClip;
-    e.lo = read.p0;
-    e.hi = read.p1;
-  } else {
-    e.post = read;
-  }
-  return e;
-}
-
 // The kernel on the spec as WithFloat16Support hands it over: float16 where the tiles convert
 // in registers (CreateNchwcConv), float32 elsewhere.
 std::unique_ptr<Kernel> PrepareNchwcConv(const KernelSpec& spec) {

@@ -1,0 +1,94 @@
+"""NchwcWinogradConv end to end against onnxruntime: a ResNet-like block of 3x3 convolutions
+(bias + Relu, bias + residual sum + Relu, one-sided pads without bias, output sizes that are no
+multiple of the tile) compiled with each Winograd tile forced and with the default policy, run on
+ModelRunner, on the default SIMD path and in a process on the portable path with a 3-thread pool
+(other chunks of tiles)."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from e2e_helpers import run_onnxruntime
+
+from compiler import Compiler
+from compiler.kernel_fusion import run_kernel_fusions
+from compiler.options import CompilerOptions
+from tf_popef_op.runtime import ModelRunner, RuntimeConfig
+
+F = TensorProto.FLOAT
+# (N, C, M, H, W): M != C takes a 1x1 projection for the residual
+CASES = {
+    "resnet_14": (2, 16, 16, 14, 14),
+    "odd_planes": (1, 8, 24, 9, 13),
+    "stage_56": (1, 64, 64, 56, 56),
+}
+# Every case with each tile forced; the default policy on the case it takes Winograd for (it keeps
+# the direct convolution on the small ones: tests/compiler/kernel_fusion/test_pass_to_winograd_conv.py).
+RUNS = [(name, policy) for name in CASES for policy in ("f2x2", "f4x4")] + [("stage_56", "auto")]
+
+
+def resnet_block(n, c, m, h, w, seed=0):
+    rng = np.random.default_rng(seed)
+    inits = []
+
+    def weights(name, shape):
+        fan_in = int(np.prod(shape[1:]))
+        inits.append(numpy_helper.from_array((rng.standard_normal(shape) / np.sqrt(fan_in)).astype(np.float32), name))
+        return name
+
+    def bias(name, size):
+        inits.append(numpy_helper.from_array((rng.standard_normal(size) * 0.1).astype(np.float32), name))
+        return name
+
+    p1 = dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    nodes = [helper.make_node("Conv", ["X", weights("W1", (m, c, 3, 3)), bias("B1", m)], ["c1"], name="conv1", **p1),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", weights("W2", (m, m, 3, 3)), bias("B2", m)], ["c2"], name="conv2", **p1)]
+    shortcut = "X"
+    if m != c:
+        nodes.append(helper.make_node("Conv", ["X", weights("Wp", (m, c, 1, 1))], ["proj"], name="proj",
+                                      kernel_shape=[1, 1]))
+        shortcut = "proj"
+    nodes += [helper.make_node("Add", ["c2", shortcut], ["s"]), helper.make_node("Relu", ["s"], ["r2"]),
+              helper.make_node("Conv", ["r2", weights("W3", (m, m, 3, 3))], ["Y"], name="conv3", kernel_shape=[3, 3],
+                               pads=[0, 1, 1, 0])]
+    graph = helper.make_graph(nodes, "block", [helper.make_tensor_value_info("X", F, [n, c, h, w])],
+                              [helper.make_tensor_value_info("Y", F, [n, m, h, w])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def check_case(name, policy):
+    model = resnet_block(*CASES[name])
+    fused = run_kernel_fusions(model, name, winograd=policy)
+    assert sum(node.op_type == "NchwcWinogradConv" for node in fused.graph.node) == 3, (name, policy)
+    feeds = {"X": np.random.default_rng(1).standard_normal(CASES[name][:2] + CASES[name][3:]).astype(np.float32)}
+    want = run_onnxruntime(model, feeds)["Y"]
+    executable = Compiler.compile(model, options=CompilerOptions(winograd=policy))
+    got = ModelRunner(executable, RuntimeConfig()).execute(feeds)["Y"]
+    scale = float(np.abs(want).max())
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * scale, err_msg=f"{name} {policy}")
+    return float(np.abs(got - want).max() / scale)
+
+
+@pytest.mark.parametrize("name,policy", RUNS)
+def test_winograd_block_vs_onnxruntime(name, policy):
+    check_case(name, policy)
+
+
+def test_winograd_block_portable_path_three_threads():
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(here))
+    script = ("import test_winograd_conv as t\n"
+              "for name in ('resnet_14', 'odd_planes'):\n"
+              "    for policy in ('f2x2', 'f4x4'):\n"
+              "        t.check_case(name, policy)\n"
+              "print('checked 4')\n")
+    env = dict(os.environ, TF_POPEF_SIMD="portable", TF_POPEF_NUM_THREADS="3")
+    env["PYTHONPATH"] = os.pathsep.join([here, root, env.get("PYTHONPATH", "")])
+    done = subprocess.run([sys.executable, "-c", script], env=env, cwd=root, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "checked 4" in done.stdout

@@ -1,0 +1,179 @@
+// NchwcWinogradConv: a 3x3, stride-1, dilation-1, group-1 convolution on the blocked NCHW8c
+// layout as Winograd's F(m x m, 3x3) (nchwc_winograd.h), Y = act(conv(X, U) + B + Sum), float32.
+// The compiler (compiler/kernel_fusion/passes/to_winograd_conv.py) writes it in place of an
+// NchwcConv where it measured faster, with the weights already transformed, so the kernel does
+// no weight work at load or run time. Inputs X, U, then B when has_bias = 1, then Sum when
+// has_sum = 1:
+//   X [N, C/8, H, W, 8]           U [a², M/G, C/8, 8(c), G(m)]   (a = m + 2: 16 -> F(2x2), 36 -> F(4x4))
+//   B [M]                         Sum, Y [N, M/8, OH, OW, 8], OH = H + pad_top + pad_bottom - 2
+// U's point t = a·i + j is (G g G^T)[i][j] in NchwcConv's blocked weight layout with a 1x1 window,
+// G (8, or 16 when M/8 is even) output channels per weight group.
+//
+// Work items are chunks of output tiles (nchwc_winograd.h numbers them), spread over the intra-op
+// pool, each in its worker's slice of scratch: the chunk's transformed input and its products stay
+// in L2 between the three steps. The products run on the NchwcConv tiles (NchwcTiles()).
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "tf_popef_op/runtime/cc/kernels/nchwc/nchwc_checks.h"
+#include "tf_popef_op/runtime/cc/kernels/nchwc/nchwc_tiles.h"
+#include "tf_popef_op/runtime/cc/kernels/nchwc/nchwc_winograd.h"
+#include "tf_popef_op/runtime/cc/kernels/support/epilogue.h"
+#include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
+
+namespace tfpopef {
+namespace kernels {
+namespace {
+
+// Bytes of one chunk's transformed input plus products: they stay in L2 (1 MiB per core on the
+// Zen 4 machines) next to the weights the products stream.
+constexpr int64_t kChunkBytes = 384 * 1024;
+// Tiles per chunk: at least one 6-pixel NchwcConv tile, so the products run on full tiles.
+constexpr int64_t kMinChunkTiles = 6, kMaxChunkTiles = 96;
+// Tiles per chunk when the layer has that many per thread: each chunk streams all of U (a²·C·M
+// floats) through the products, one multiply-add per weight and tile, so big-channel layers need
+// chunks this long to do more arithmetic than weight reading; one point's slices of the chunk stay
+// in L2 even when the whole chunk does not.
+constexpr int64_t kWeightReuseTiles = 48;
+// Weight bytes of one pass of the products over the input channels (all output blocks): they stay
+// in L2 while the chunk's tiles use them (as NchwcConv's kPassWeightBytes).
+constexpr int64_t kPassWeightBytes = 128 * 1024;
+constexpr size_t kScratchAlign = 64;
+
+size_t AlignUp(size_t n) { return (n + kScratchAlign - 1) / kScratchAlign * kScratchAlign; }
+
+struct WinogradParams {
+  WinogradGeometry g;
+  NchwcGeometry products;  // one point's product as a 1x1 convolution over a 1 x (chunk) image
+  int64_t tiles = 0, chunk_tiles = 0, chunks = 0;
+  size_t input_floats = 0, slice_bytes = 0, scratch_bytes = 0;  // per chunk of chunk_tiles
+  bool has_bias = false, has_sum = false;
+  NchwcEpilogue epilogue;
+  WinogradInputFn input;
+  WinogradOutputFn output;
+  NchwcConvRowFn<float, float> products_row;
+};
+
+class NchwcWinogradConvKernel final : public Kernel {
+ public:
+  explicit NchwcWinogradConvKernel(const WinogradParams& p) : p_(p) {}
+
+  size_t scratch_bytes() const override { return p_.scratch_bytes; }
+
+  void Run(const KernelContext& ctx) const override {
+    const WinogradGeometry& g = p_.g;
+    const float* x = static_cast<const float*>(ctx.inputs[0]);
+    const float* u = static_cast<const float*>(ctx.inputs[1]);
+    float* y = static_cast<float*>(ctx.outputs[0]);
+    NchwcEpilogue e = p_.epilogue;
+    e.bias = p_.has_bias ? static_cast<const float*>(ctx.inputs[2]) : nullptr;
+    e.sum = p_.has_sum ? ctx.inputs[p_.has_bias ? 3 : 2] : nullptr;
+    const NchwcEpilogue none;
+    if (p_.chunks == 0) return;
+    const int64_t points = g.points(), c = g.in_blocks * kNchwcBlock, m = g.out_blocks * kNchwcBlock;
+    ParallelForChunks(p_.chunks, 1, [&](int64_t slice, int64_t c0, int64_t c1) {
+      float* v = reinterpret_cast<float*>(static_cast<char*>(ctx.scratch) + slice * p_.slice_bytes);
+      float* products = v + p_.input_floats;
+      for (int64_t chunk = c0; chunk < c1; ++chunk) {
+        const int64_t tile0 = chunk * p_.chunk_tiles, count = std::min(p_.chunk_tiles, p_.tiles - tile0);
+        p_.input(g, x, tile0, count, v);
+        NchwcGeometry pg = p_.products;
+        pg.w = pg.ow = count;
+        for (int64_t t = 0; t < points; ++t) {
+          float* out = products + t * g.out_blocks * count * kNchwcBlock;
+          p_.products_row(pg, v + t * g.in_blocks * count * kNchwcBlock, u + t * c * m, none, out, out, 0, 0,
+                          g.out_blocks, 0, 0, count);
+        }
+        p_.output(g, products, tile0, count, e, y);
+      }
+    });
+  }
+
+ private:
+  const WinogradParams p_;
+};
+
+std::unique_ptr<Kernel> CreateNchwcWinogradConv(const KernelSpec& spec) {
+  CheckArity(spec, 2, 4, 1);
+  CheckSameDType(spec, {DType::kFloat32});
+  WinogradParams p;
+  const EpilogueInputs in = ReadEpilogueInputs(spec);
+  p.has_bias = in.has_bias;
+  p.has_sum = in.has_sum;
+  const auto& x = spec.inputs[0].shape;
+  const auto& u = spec.inputs[1].shape;
+  CheckBlocked(spec, "input X", x);
+  WinogradGeometry& g = p.g;
+  g.in_blocks = x[1];
+  g.h = x[2];
+  g.w = x[3];
+  if (u.size() != 5 || (u[0] != 16 && u[0] != 36) || (u[4] != kNchwcBlock && u[4] != 2 * kNchwcBlock))
+    throw Error(ErrorCode::kInvalidArgument,
+                spec.Where() + ": transformed weights U have shape " + ShapeToString(u) +
+                    ", expected [a², M/G, C/8, 8, G] with a² = 16 (F(2x2,3x3)) or 36 (F(4x4,3x3)) and G = 8 or 16");
+  g.m = u[0] == 16 ? 2 : 4;
+  const int64_t group = u[4] / kNchwcBlock;
+  g.out_blocks = u[1] * group;
+  CheckShape(spec, "transformed weights U", u, {u[0], u[1], g.in_blocks, kNchwcBlock, u[4]});
+  const std::vector<int64_t> pads = spec.attrs.Ints("pads");
+  if (pads.size() != 4 || *std::min_element(pads.begin(), pads.end()) < 0)
+    throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": attribute 'pads' has " + std::to_string(pads.size()) +
+                                                 " values, expected 4 [top, left, bottom, right], all >= 0");
+  g.pad_top = pads[0];
+  g.pad_left = pads[1];
+  g.oh = g.h + pads[0] + pads[2] - 2;
+  g.ow = g.w + pads[1] + pads[3] - 2;
+  if (g.oh < 1 || g.ow < 1)
+    throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": the 3x3 window is larger than the padded input " +
+                                                 std::to_string(g.oh + 2) + "x" + std::to_string(g.ow + 2));
+  const int64_t n = x[0];
+  CheckOutputShape(spec, 0, {n, g.out_blocks, g.oh, g.ow, kNchwcBlock});
+  if (p.has_bias) CheckShape(spec, "bias B", spec.inputs[2].shape, {g.out_blocks * kNchwcBlock});
+  p.epilogue = ReadNchwcEpilogue(spec);
+  g.tiles_h = (g.oh + g.m - 1) / g.m;
+  g.tiles_w = (g.ow + g.m - 1) / g.m;
+  p.tiles = n * g.tiles_h * g.tiles_w;
+
+  // Chunks: as many tiles as fit kChunkBytes, at least kMinChunkTiles, and kWeightReuseTiles
+  // where each thread has that many; with few chunks, a multiple of the thread count, so no
+  // thread waits for another's last chunk.
+  const int64_t tile_bytes = g.points() * (g.in_blocks + g.out_blocks) * kNchwcBlock * int64_t{sizeof(float)};
+  const int64_t threads = ThreadPool::Global().num_threads();
+  const int64_t fit = std::max(std::clamp<int64_t>(kChunkBytes / tile_bytes, kMinChunkTiles, kMaxChunkTiles),
+                               std::min(kWeightReuseTiles, (p.tiles + threads - 1) / threads));
+  p.chunks = (p.tiles + fit - 1) / fit;
+  if (p.chunks < 4 * threads) p.chunks = (p.chunks + threads - 1) / threads * threads;
+  p.chunks = std::min(p.chunks, (p.tiles + kMinChunkTiles - 1) / kMinChunkTiles);
+  if (p.chunks > 0) {  // (none for an empty batch)
+    p.chunk_tiles = (p.tiles + p.chunks - 1) / p.chunks;
+    p.chunks = (p.tiles + p.chunk_tiles - 1) / p.chunk_tiles;
+  }
+  auto chunk_bytes = [&](int64_t blocks) {  // one chunk's a² x blocks x tiles vectors, aligned
+    return AlignUp(static_cast<size_t>(g.points() * blocks * p.chunk_tiles * kNchwcBlock) * sizeof(float));
+  };
+  p.input_floats = chunk_bytes(g.in_blocks) / sizeof(float);
+  p.slice_bytes = chunk_bytes(g.in_blocks) + chunk_bytes(g.out_blocks);
+  p.scratch_bytes = static_cast<size_t>(std::min(threads, p.chunks)) * p.slice_bytes;
+
+  NchwcGeometry& pg = p.products;
+  pg.in_blocks = g.in_blocks;
+  pg.out_blocks = g.out_blocks;
+  pg.out_group = group;
+  pg.h = pg.oh = 1;
+  pg.in_blocks_per_pass =
+      std::max<int64_t>(1, kPassWeightBytes / (kNchwcBlock * g.out_blocks * kNchwcBlock * int64_t{sizeof(float)}));
+  p.products_row = NchwcTiles().conv_row;
+  const WinogradTransformFns& fns = WinogradTransforms();
+  p.input = g.m == 2 ? fns.input_f2 : fns.input_f4;
+  p.output = g.m == 2 ? fns.output_f2 : fns.output_f4;
+  return std::make_unique<NchwcWinogradConvKernel>(p);
+}
+
+}  // namespace
+
+TFPOPEF_REGISTER_KERNEL("NchwcWinogradConv", CreateNchwcWinogradConv);
+
+}  // namespace kernels
+}  // namespace tfpopef
