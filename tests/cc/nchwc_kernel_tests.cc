@@ -268,6 +268,51 @@ KERNEL_TEST(NchwcConv_Float16_EveryGeometry_BitIdenticalToFloat32RoundedOnce) {
   });
 }
 
+// Depthwise windows 3, 5 and 7 wide (the compile-time tiles) at strides 1 and 2, plus one each
+// of what they leave to the generic tile: rows narrower than, equal to and longer than a tile
+// (7 pixels), odd sizes, one- and two-sided and wider-than-window pads, non-square windows,
+// row dilation, batch 2.
+std::vector<ConvCase> DepthwiseWindows() {
+  std::vector<ConvCase> cases;
+  for (int64_t k : {3, 5, 7})
+    for (int64_t s : {1, 2}) {
+      const int64_t p = k / 2;
+      cases.push_back({1, 8, 8, 7, 7, k, k, s, s, 1, 1, p, p, p, p});
+      cases.push_back({2, 16, 16, 15, 17, k, k, s, s, 1, 1, p, p, p, p});
+      cases.push_back({1, 8, 8, 30, 29, k, k, s, s, 1, 1, p - 1, p - 1, p + 1, p + 1});
+      cases.push_back({1, 8, 8, 4, 3, k, k, s, s, 1, 1, p, p, p, p});
+      cases.push_back({1, 8, 8, 12, 23, k, k, s, s, 1, 1, 0, 0, 0, 0});
+      cases.push_back({1, 8, 8, 9, 9, k, k, s, s, 1, 1, k, k + 1, k, k - 1});
+    }
+  cases.push_back({1, 8, 8, 13, 22, 1, 5, 1, 1, 1, 1, 0, 2, 0, 2});
+  cases.push_back({1, 8, 8, 13, 22, 7, 3, 2, 1, 2, 1, 6, 1, 6, 1});
+  cases.push_back({1, 8, 8, 13, 22, 3, 3, 1, 3, 1, 1, 1, 1, 1, 1});  // (generic: column stride 3)
+  cases.push_back({1, 8, 8, 13, 22, 3, 3, 1, 1, 1, 2, 2, 2, 2, 2});  // (generic: column dilation)
+  for (ConvCase& d : cases) d.depthwise = true;
+  return cases;
+}
+
+KERNEL_TEST(NchwcConv_DepthwiseWindows_EveryPath_VsNaive) {
+  uint32_t seed = 18000;
+  ForEachSimdPath([&] {
+    for (const ConvCase& k : DepthwiseWindows()) {
+      RunConv(k, Epi{"Clip", {-0.5, 0.75}, true, true}, seed += 4);
+      RunConv(k, Epi{"Swish", {1.0}, true, false}, seed += 4);
+      RunConv(k, kPlain, seed += 4, F16);
+    }
+  });
+}
+
+KERNEL_TEST(NchwcConv_DepthwiseWindows_Float16_BitIdenticalToFloat32RoundedOnce) {
+  uint32_t seed = 19000;
+  ForEachSimdPath([&] {
+    for (const ConvCase& k : DepthwiseWindows()) {
+      RunConvFloat16AgainstFloat32(k, Epi{"Relu", {}, true, true}, seed += 4);
+      RunConvFloat16AgainstFloat32(k, Epi{"Swish", {1.0}, true, false}, seed += 4);
+    }
+  });
+}
+
 KERNEL_TEST(NchwcConv_BadSpecs_RaiseNamedErrors) {
   auto conv = [](std::vector<int64_t> x, std::vector<int64_t> w, std::vector<int64_t> y, int64_t group) {
     KernelTester t("NchwcConv");

@@ -14,7 +14,8 @@
 // product over pixels: its H·W pixels are one long row, cut into segments.
 //
 // Float16: the tiles read W as it is, and X and Sum too and write Y rounded once (to nearest
-// even) when the activation is one they apply in registers (none, Relu, Clip): a float16 CNN's
+// even) when the activation is one they apply in registers (none, Relu, Clip), or, depthwise,
+// any activation (applied to each finished float32 row piece in L1): a float16 CNN's
 // activations then cross memory at half the bytes of float32, with no widened copies. Other
 // activations, and the small bias and depthwise weights, go through fp16_adapter.h.
 #include <algorithm>
@@ -60,7 +61,7 @@ struct NchwcConvParams {
   bool has_bias = false, has_sum = false;
   bool half_weights = false;   // W is float16, widened by the tiles as they load it
   bool half_activations = false;  // X, Sum and Y are float16 (then W too, unless depthwise)
-  bool weights_outer = false;  // items ordered block-group first (weights bigger than the input)
+  bool weights_outer = false;  // items ordered block-group first (big weights; depthwise)
   bool pad_copy = false;       // run on a zero-padded copy of X (in scratch) with geometry `padded`
   NchwcGeometry padded;
   int64_t pad_bottom = 0;
@@ -204,7 +205,7 @@ std::unique_ptr<Kernel> PrepareNchwcConv(const KernelSpec& spec) {
     throw Error(ErrorCode::kInternal, spec.Where() + ": float16 depthwise weights reached the tiles");
   if (p.has_bias) CheckShape(spec, "bias B", spec.inputs[2].shape, {g.out_blocks * kNchwcBlock});
   p.epilogue = ReadNchwcEpilogue(spec);
-  if (p.half_activations && ((!p.depthwise && !p.half_weights) || !p.epilogue.post.is_identity()))
+  if (p.half_activations && !p.depthwise && (!p.half_weights || !p.epilogue.post.is_identity()))
     throw Error(ErrorCode::kInternal, spec.Where() + ": float16 activations reached the tiles with float32 weights "
                                                      "or an activation they do not apply in registers");
   p.tiles = NchwcTiles();
@@ -221,7 +222,9 @@ std::unique_ptr<Kernel> PrepareNchwcConv(const KernelSpec& spec) {
   p.block_groups = p.depthwise ? g.out_blocks : (g.out_blocks + kItemBlocks - 1) / kItemBlocks;
   // Weights bigger than one image's input (late ResNet layers): walk the rows inside each
   // block group, so a group's weights are read from memory once and its rows hit the cache.
-  p.weights_outer = !p.depthwise && Product(w) > g.in_image_stride();
+  // Depthwise: a plane's consecutive rows share all but sh of their window's input rows, which
+  // are then still in L1.
+  p.weights_outer = p.depthwise || Product(w) > g.in_image_stride();
   const std::vector<int64_t> pads = spec.attrs.Ints("pads");
   p.pad_bottom = pads[2];
   const int64_t pad_right = pads[3];
@@ -249,9 +252,11 @@ std::unique_ptr<Kernel> CreateNchwcConv(const KernelSpec& spec) {
   // are most of a float16 model's bytes, and the tiles then read half the weight bytes of
   // float32 (3x3 512->512 at 7x7, batch 1: 0.89x the float32 time) instead of widening a copy
   // every run. Depthwise weights and the bias are few: the adapter widens them.
+  // The depthwise tiles finish any activation on a float32 row piece in L1 before rounding it.
   std::vector<size_t> native_inputs, native_outputs;
-  if (spec.attrs.Int("group") == 1) native_inputs.push_back(1);
-  if (spec.inputs[0].dtype == DType::kFloat16 && ReadNchwcEpilogue(spec).post.is_identity()) {
+  const bool depthwise = spec.attrs.Int("group") != 1;
+  if (!depthwise) native_inputs.push_back(1);
+  if (spec.inputs[0].dtype == DType::kFloat16 && (depthwise || ReadNchwcEpilogue(spec).post.is_identity())) {
     const EpilogueInputs in = ReadEpilogueInputs(spec);
     native_inputs.push_back(0);
     if (in.has_sum) native_inputs.push_back(in.has_bias ? 3 : 2);

@@ -63,7 +63,8 @@ struct NchwcEpilogue {
 
 // Activations (X, Sum, Y) and weights are float or float16 (IEEE binary16 bits, uint16_t):
 // float16 is widened in registers as it is loaded; a float16 Y is rounded to nearest even once,
-// as it is stored, and takes Relu/Clip only (NchwcEpilogue::post must be the identity).
+// as it is stored, and takes Relu/Clip only (NchwcEpilogue::post must be the identity), except
+// in the depthwise row, which applies `post` to a float32 row piece before rounding it.
 
 // Output row `oy` of image `n`, columns [ox0, ox1), for output blocks [ob0, ob0 + obn).
 // x, w, y: the step's whole tensors (x blocked or plain per g.in_lanes; w as the contract of

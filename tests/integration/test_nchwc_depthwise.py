@@ -1,0 +1,110 @@
+"""Depthwise convolutions in the blocked layout (NchwcConv's depthwise tiles,
+kernels/nchwc/nchwc_depthwise_tiles.inc) against onnxruntime: an inverted-residual block (1x1
+expand + Relu6, depthwise + bias + activation, 1x1 project) with 3x3, 5x5 and 7x7 windows at
+stride 1 and 2, Keras' symmetric and folded-ZeroPadding2D pads, planes of 7, 14 and odd widths,
+batch 1 and 2; the depthwise activation is Relu6 (applied in registers), swish (x·sigmoid(x),
+EfficientNet's; applied to each finished row) or none. float32 within 1e-4 of onnxruntime;
+float16 (Converter precision fp16: activations stay float16 through the tiles) within the
+float16 tolerance, on the default SIMD path and in a process forced to the portable one."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from e2e_helpers import conv_attributes_and_output, run_onnxruntime
+
+from compiler import Compiler
+from compiler.converter import Converter
+from tf_popef_op.runtime import ModelRunner, RuntimeConfig
+
+F = TensorProto.FLOAT
+
+# name: (x shape [N, C, H, W], window, stride, pads [top, left, bottom, right], activation)
+CASES = {
+    "k3_s1_14": ((1, 16, 14, 14), 3, 1, [1, 1, 1, 1], "relu6"),
+    "k3_s2_folded_pad_28": ((2, 16, 28, 28), 3, 2, [0, 0, 1, 1], "swish"),
+    "k5_s1_14": ((1, 16, 14, 14), 5, 1, [2, 2, 2, 2], "swish"),
+    "k5_s1_7": ((2, 24, 7, 7), 5, 1, [2, 2, 2, 2], "swish"),
+    "k5_s2_folded_pad_odd": ((1, 16, 15, 17), 5, 2, [1, 1, 2, 2], "relu6"),
+    "k7_s1_7": ((2, 16, 7, 7), 7, 1, [3, 3, 3, 3], "none"),
+    "k7_s1_odd": ((1, 16, 19, 23), 7, 1, [3, 3, 3, 3], "none"),
+    "k7_s2": ((1, 16, 20, 20), 7, 2, [3, 3, 3, 3], "relu6"),
+}
+
+
+def inverted_residual(x_shape, k, stride, pads, activation, seed=0):
+    rng = np.random.default_rng(seed)
+    n, c, h, w = x_shape
+    e = 2 * c
+    inits = [
+        numpy_helper.from_array((rng.standard_normal((e, c, 1, 1)) * 0.3).astype(np.float32), "We"),
+        numpy_helper.from_array((rng.standard_normal(e) * 0.1).astype(np.float32), "Be"),
+        numpy_helper.from_array((rng.standard_normal((e, 1, k, k)) * 0.3).astype(np.float32), "Wd"),
+        numpy_helper.from_array((rng.standard_normal(e) * 0.1).astype(np.float32), "Bd"),
+        numpy_helper.from_array((rng.standard_normal((c, e, 1, 1)) * 0.3).astype(np.float32), "Wp"),
+        numpy_helper.from_array(np.array(0, np.float32), "lo"),
+        numpy_helper.from_array(np.array(6, np.float32), "hi"),
+    ]
+    attrs, dw_out = conv_attributes_and_output((n, e, h, w), (k, k), e, dict(strides=[stride, stride], pads=pads))
+    nodes = [
+        helper.make_node("Conv", ["X", "We", "Be"], ["ec"]),
+        helper.make_node("Clip", ["ec", "lo", "hi"], ["er"]),
+        helper.make_node("Conv", ["er", "Wd", "Bd"], ["dc"], kernel_shape=[k, k], group=e, **attrs),
+    ]
+    if activation == "relu6":
+        nodes.append(helper.make_node("Clip", ["dc", "lo", "hi"], ["da"]))
+    elif activation == "swish":
+        nodes += [helper.make_node("Sigmoid", ["dc"], ["ds"]), helper.make_node("Mul", ["dc", "ds"], ["da"])]
+    else:
+        nodes.append(helper.make_node("Identity", ["dc"], ["da"]))
+    nodes.append(helper.make_node("Conv", ["da", "Wp"], ["Y"]))
+    out = [n, c, dw_out[2], dw_out[3]]
+    graph = helper.make_graph(nodes, "inverted_residual", [helper.make_tensor_value_info("X", F, list(x_shape))],
+                              [helper.make_tensor_value_info("Y", F, out)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def check_case(name, precision):
+    x_shape, k, stride, pads, activation = CASES[name]
+    model = inverted_residual(x_shape, k, stride, pads, activation)
+    x = np.random.default_rng(1).standard_normal(x_shape).astype(np.float32)
+    want = run_onnxruntime(model, {"X": x})["Y"]
+    converted = Converter(precision=precision).convert(model)
+    runner = ModelRunner(Compiler.compile(converted), RuntimeConfig(profile=True))
+    feed = x.astype(np.float16) if precision == "fp16" else x
+    got = runner.execute({"X": feed})["Y"].astype(np.float32)
+    # Every convolution ran blocked (the depthwise one included): no NCHW convolution kernel.
+    ops = {row["op"] for row in runner.profile()}
+    assert "NchwcConv" in ops and not ops & {"Conv", "FusedConv"}, f"{name}: {sorted(ops)}"
+    if precision == "fp32":
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=f"{name} fp32")
+    else:
+        # float16 weights and activations (each rounded once per step) against float32.
+        rel = np.linalg.norm(got - want) / np.linalg.norm(want)
+        assert rel < 1e-2, f"{name} fp16: relative L2 error {rel:.2e}"
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+@pytest.mark.parametrize("name", list(CASES))
+def test_blocked_depthwise_vs_onnxruntime(name, precision):
+    check_case(name, precision)
+
+
+def test_blocked_depthwise_vs_onnxruntime_on_the_portable_path():
+    """Every case again in a process on the portable SIMD path (its own build of the tiles)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(here))
+    script = ("import test_nchwc_depthwise as t\n"
+              "for name in t.CASES:\n"
+              "    for precision in ('fp32', 'fp16'):\n"
+              "        t.check_case(name, precision)\n"
+              "print('checked', 2 * len(t.CASES))\n")
+    env = dict(os.environ, TF_POPEF_SIMD="portable")
+    env["PYTHONPATH"] = os.pathsep.join([here, root, env.get("PYTHONPATH", "")])
+    done = subprocess.run([sys.executable, "-c", script], env=env, cwd=root, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"checked {2 * len(CASES)}" in done.stdout
