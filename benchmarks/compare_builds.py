@@ -5,7 +5,8 @@ block (untimed warm-up runs, then timed runs; median), the two checkouts' proces
 alternating for several rounds. Two runtimes cannot share a process (one extension module
 name), so blocks in alternating processes are how they share the machine's noise.
 
-    .venv/bin/python benchmarks/compare_builds.py OLD_CHECKOUT NEW_CHECKOUT [--rounds 3]
+    .venv/bin/python benchmarks/compare_builds.py OLD_CHECKOUT NEW_CHECKOUT [--rounds 3] \
+        [--models mobilenet_v2 resnet50 bert_encoder ...]   # export names in benchmarks/.cache
 
 Each checkout must be built (`setup.py build_ext --inplace`). Prints the median over rounds of
 each cell's median, in ms, and fp16/fp32 per build.
@@ -21,32 +22,39 @@ import time
 import numpy as np
 
 CACHE = os.path.join(os.path.dirname(os.path.abspath(__file__)), ".cache")
-MODELS = ("mobilenet_v2-alpha1.0-image_size224", "resnet50-image_size224")
-CELLS = [(m, b, p) for m in MODELS for b in (1, 8) for p in ("fp32", "fp16")]
+MODELS = ("mobilenet_v2", "resnet50")
+
+
+def _cells(models):
+    return [(m, b, p) for m in models for b in (1, 8) for p in ("fp32", "fp16")]
+
+
+def _export(model: str) -> str:
+    """The cached ONNX export of `model` (its name up to the first '-')."""
+    exports = sorted(glob.glob(os.path.join(CACHE, f"{model}-*.onnx")))
+    if not exports:
+        raise SystemExit(f"no ONNX export of {model} in {CACHE}: run `bench_models.py --parts compile` first")
+    return exports[0]
 
 
 def _popef(out: str, tag: str, model: str, batch: int, precision: str) -> str:
     return os.path.join(out, f"{tag}-{model}-b{batch}-{precision}.popef")
 
 
-def _compile(out: str, tag: str) -> None:
+def _compile(out: str, tag: str, models) -> None:
     """In the checkout's process: compile every cell with that checkout's compiler."""
     import onnx
     from benchmarks.compile_stages import compile_with_stages
-    for model, batch, precision in CELLS:
-        exports = glob.glob(os.path.join(CACHE, f"{model}-*.onnx"))
-        if not exports:
-            raise SystemExit(f"no ONNX export of {model} in {CACHE}: run "
-                             "`bench_models.py --parts compile` first")
-        executable = compile_with_stages(onnx.load(exports[0]), batch, precision)[0]
+    for model, batch, precision in _cells(models):
+        executable = compile_with_stages(onnx.load(_export(model)), batch, precision)[0]
         executable.save(_popef(out, tag, model, batch, precision))
 
 
-def _time(out: str, tag: str, warmup: int, runs: int) -> None:
+def _time(out: str, tag: str, warmup: int, runs: int, models) -> None:
     """In the checkout's process: print {cell: median ms} as JSON."""
     from tf_popef_op import runtime
     medians = {}
-    for model, batch, precision in CELLS:
+    for model, batch, precision in _cells(models):
         config = runtime.RuntimeConfig()
         config.batching_dim, config.timeout_ns = 0, 0
         runner = runtime.ModelRunner(_popef(out, tag, model, batch, precision), config)
@@ -60,7 +68,7 @@ def _time(out: str, tag: str, warmup: int, runs: int) -> None:
             start = time.perf_counter()
             runner.execute(feeds)
             seconds.append(time.perf_counter() - start)
-        medians[f"{model.split('-')[0]} b{batch} {precision}"] = float(np.median(seconds) * 1e3)
+        medians[f"{model} b{batch} {precision}"] = float(np.median(seconds) * 1e3)
         runner.close()
     print(json.dumps(medians))
 
@@ -81,27 +89,32 @@ def main():
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--runs", type=int, default=15, help="timed runs per cell (half at batch 8)")
     parser.add_argument("--out", default="/tmp/compare_builds")
+    parser.add_argument("--models", nargs="+", default=list(MODELS),
+                        help="cached ONNX exports by name (the part before the first '-')")
     parser.add_argument("--worker", nargs=2, metavar=("MODE", "TAG"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         mode, tag = args.worker
         sys.path.insert(0, os.getcwd())
         if mode == "compile":
-            _compile(args.out, tag)
+            _compile(args.out, tag, args.models)
         else:
-            _time(args.out, tag, args.warmup, args.runs)
+            _time(args.out, tag, args.warmup, args.runs, args.models)
         return
     if len(args.checkouts) != 2 or len({os.path.realpath(c) for c in args.checkouts}) != 2:
         parser.error("give the OLD and the NEW checkout (two different folders)")
     os.makedirs(args.out, exist_ok=True)
     tags = {c: f"build{i}" for i, c in enumerate(args.checkouts)}
+    models = ["--models", *args.models]
+    for model in args.models:
+        _export(model)  # a missing export fails here, before any compile
     for checkout, tag in tags.items():
-        _run(checkout, "--out", args.out, "--worker", "compile", tag)
+        _run(checkout, "--out", args.out, *models, "--worker", "compile", tag)
     rounds = {c: [] for c in args.checkouts}
     for _ in range(args.rounds):
         for checkout, tag in tags.items():
             rounds[checkout].append(json.loads(_run(
-                checkout, "--out", args.out, "--warmup", str(args.warmup), "--runs", str(args.runs),
+                checkout, "--out", args.out, "--warmup", str(args.warmup), "--runs", str(args.runs), *models,
                 "--worker", "time", tag)))
     old, new = args.checkouts
     median = {c: {cell: float(np.median([r[cell] for r in rounds[c]])) for cell in rounds[c][0]}
