@@ -123,7 +123,8 @@ class FusedElementwiseKernel final : public Kernel {
           n = std::min(block_, total_ - o);
         }
         if (!half_) {
-          for (size_t i = 0; i < kinds_.size(); ++i) full[i] = bases[i] + o;
+          for (size_t i = 0; i < kinds_.size(); ++i)
+            if (kinds_[i] == InputKind::kFull) full[i] = bases[i] + o;
           RunBlock(ops, full, bases, regs, static_cast<float*>(ctx.outputs[0]) + o, o, n);
           continue;
         }
