@@ -80,6 +80,13 @@ inline void BinaryRun(const T* pa, int64_t sa, const T* pb, int64_t sb, T* pc, i
   }
 }
 
+// c[0..8) = op(a[i], b[i]): a fixed-length loop on distinct buffers, one or two vector ops.
+template <typename Op>
+inline void BlockOf8(const float* __restrict a, const float* __restrict b, float* __restrict c) {
+  const Op op;
+  for (int i = 0; i < 8; ++i) c[i] = op(a[i], b[i]);
+}
+
 // Runs shorter than this are walked two loop levels at a time (see BinaryKernel).
 constexpr int64_t kShortRun = 64;
 
@@ -184,6 +191,7 @@ class HalfBinaryKernel final : public Kernel {
     if (!rows_.dims.empty()) {
       const int64_t run = plan_.run_length(), ra = rows_.run_stride(0), rb = rows_.run_stride(1);
       const int64_t piece_runs = kHalfPiece / run;
+      const bool blocks_of_8 = run == 8 && sa == 1 && sb == 1;
       ParallelFor(plan_.num_runs, ItemsPerChunk(run, kStreamingGrain), [&](int64_t begin, int64_t end) {
         alignas(64) float operands[2][kHalfPiece];
         alignas(64) float out[kHalfPiece];
@@ -195,7 +203,11 @@ class HalfBinaryKernel final : public Kernel {
               const int64_t at = (o + j - r0) * run;
               const float* pa = full_[0] ? operands[0] + at : copy[0] + off[0] + j * ra;
               const float* pb = full_[1] ? operands[1] + at : copy[1] + off[1] + j * rb;
-              BinaryRun<float, Op>(pa, sa, pb, sb, out + at, run);
+              if (blocks_of_8) {
+                BlockOf8<Op>(pa, pb, out + at);
+              } else {
+                BinaryRun<float, Op>(pa, sa, pb, sb, out + at, run);
+              }
             }
           });
           NarrowFloatToHalf(out, c + r0 * run, (r1 - r0) * run);
