@@ -5,8 +5,8 @@ block (untimed warm-up runs, then timed runs; median), the two checkouts' proces
 alternating for several rounds. Two runtimes cannot share a process (one extension module
 name), so blocks in alternating processes are how they share the machine's noise.
 
-    .venv/bin/python benchmarks/compare_builds.py OLD_CHECKOUT NEW_CHECKOUT [--rounds 3]
-        [--models mobilenet_v2-alpha1.0-image_size224 efficientnet_b0-image_size224 ...]
+    .venv/bin/python benchmarks/compare_builds.py OLD_CHECKOUT NEW_CHECKOUT [--rounds 3] \
+        [--models mobilenet_v2 resnet50 bert_encoder ...]   # export names in benchmarks/.cache
 
 Each checkout must be built (`setup.py build_ext --inplace`). Prints the median over rounds of
 each cell's median, in ms, and fp16/fp32 per build.
@@ -22,11 +22,19 @@ import time
 import numpy as np
 
 CACHE = os.path.join(os.path.dirname(os.path.abspath(__file__)), ".cache")
-MODELS = ("mobilenet_v2-alpha1.0-image_size224", "resnet50-image_size224")
+MODELS = ("mobilenet_v2", "resnet50")
 
 
 def _cells(models):
     return [(m, b, p) for m in models for b in (1, 8) for p in ("fp32", "fp16")]
+
+
+def _export(model: str) -> str:
+    """The cached ONNX export of `model` (its name up to the first '-')."""
+    exports = sorted(glob.glob(os.path.join(CACHE, f"{model}-*.onnx")))
+    if not exports:
+        raise SystemExit(f"no ONNX export of {model} in {CACHE}: run `bench_models.py --parts compile` first")
+    return exports[0]
 
 
 def _popef(out: str, tag: str, model: str, batch: int, precision: str) -> str:
@@ -38,11 +46,7 @@ def _compile(out: str, tag: str, models) -> None:
     import onnx
     from benchmarks.compile_stages import compile_with_stages
     for model, batch, precision in _cells(models):
-        exports = glob.glob(os.path.join(CACHE, f"{model}-*.onnx"))
-        if not exports:
-            raise SystemExit(f"no ONNX export of {model} in {CACHE}: run "
-                             "`bench_models.py --parts compile` first")
-        executable = compile_with_stages(onnx.load(exports[0]), batch, precision)[0]
+        executable = compile_with_stages(onnx.load(_export(model)), batch, precision)[0]
         executable.save(_popef(out, tag, model, batch, precision))
 
 
@@ -64,7 +68,7 @@ def _time(out: str, tag: str, warmup: int, runs: int, models) -> None:
             start = time.perf_counter()
             runner.execute(feeds)
             seconds.append(time.perf_counter() - start)
-        medians[f"{model.split('-')[0]} b{batch} {precision}"] = float(np.median(seconds) * 1e3)
+        medians[f"{model} b{batch} {precision}"] = float(np.median(seconds) * 1e3)
         runner.close()
     print(json.dumps(medians))
 
@@ -86,7 +90,7 @@ def main():
     parser.add_argument("--runs", type=int, default=15, help="timed runs per cell (half at batch 8)")
     parser.add_argument("--out", default="/tmp/compare_builds")
     parser.add_argument("--models", nargs="+", default=list(MODELS),
-                        help="cached exports by name up to their hash (benchmarks/.cache/NAME-*.onnx)")
+                        help="cached ONNX exports by name (the part before the first '-')")
     parser.add_argument("--worker", nargs=2, metavar=("MODE", "TAG"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -101,14 +105,17 @@ def main():
         parser.error("give the OLD and the NEW checkout (two different folders)")
     os.makedirs(args.out, exist_ok=True)
     tags = {c: f"build{i}" for i, c in enumerate(args.checkouts)}
+    models = ["--models", *args.models]
+    for model in args.models:
+        _export(model)  # a missing export fails here, before any compile
     for checkout, tag in tags.items():
-        _run(checkout, "--out", args.out, "--models", *args.models, "--worker", "compile", tag)
+        _run(checkout, "--out", args.out, *models, "--worker", "compile", tag)
     rounds = {c: [] for c in args.checkouts}
     for _ in range(args.rounds):
         for checkout, tag in tags.items():
             rounds[checkout].append(json.loads(_run(
-                checkout, "--out", args.out, "--warmup", str(args.warmup), "--runs", str(args.runs),
-                "--models", *args.models, "--worker", "time", tag)))
+                checkout, "--out", args.out, "--warmup", str(args.warmup), "--runs", str(args.runs), *models,
+                "--worker", "time", tag)))
     old, new = args.checkouts
     median = {c: {cell: float(np.median([r[cell] for r in rounds[c]])) for cell in rounds[c][0]}
               for c in args.checkouts}

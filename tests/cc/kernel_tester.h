@@ -288,6 +288,13 @@ class KernelTester {
     rtol_ = rtol;
     return *this;
   }
+  // Input i is announced as a weight (KernelSpec::constant_inputs), as the runtime does for
+  // tensors in weight memory.
+  KernelTester& ConstantInput(size_t i) {
+    if (constant_inputs_.size() <= i) constant_inputs_.resize(i + 1, false);
+    constant_inputs_[i] = true;
+    return *this;
+  }
   // Output 0 is bound to input 0's buffer, as the compiler does for in-place view ops.
   KernelTester& InPlace() {
     in_place_ = true;
@@ -387,6 +394,7 @@ class KernelTester {
     KernelSpec spec{op_, node_, {}, {}, tfpopef::Attrs(attrs_, "op '" + op_ + "' (node '" + node_ + "')")};
     for (const Tensor& t : inputs_) spec.inputs.push_back(t.desc);
     for (const Tensor& t : outputs_) spec.outputs.push_back(t.desc);
+    spec.constant_inputs = constant_inputs_;
     return spec;
   }
 
@@ -485,6 +493,7 @@ class KernelTester {
   std::vector<Tensor> inputs_, outputs_;
   double atol_ = 0, rtol_ = 0;
   bool in_place_ = false;
+  std::vector<bool> constant_inputs_;
   int threads_ = 1, repeats_ = 1;
   std::string setup_error_;
 };

@@ -486,6 +486,7 @@ void Executable::Parser::PrepareKernels() {
       for (int t : s.outputs) outs.push_back(exe_.tensors_[t].desc);
       const std::string where = "op '" + s.op + "' (node '" + s.node + "')";
       KernelSpec spec{s.op, s.node, std::move(ins), std::move(outs), Attrs(attrs, where)};
+      for (int t : s.inputs) spec.constant_inputs.push_back(exe_.tensors_[t].storage == Storage::kWeight);
       try {
         s.kernel = KernelRegistry::Get().Create(spec);
       } catch (const Error& e) {

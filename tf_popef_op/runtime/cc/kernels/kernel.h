@@ -64,6 +64,9 @@ struct KernelSpec {
   std::vector<TensorDesc> inputs;
   std::vector<TensorDesc> outputs;
   Attrs attrs;
+  // constant_inputs[i]: input i is a weight, whose bytes stay the same for the life of the
+  // loaded executable (empty: none known).
+  std::vector<bool> constant_inputs = {};
 
   // "op 'Add' (node 'add_1')": prefix for error messages.
   std::string Where() const { return "op '" + op + "' (node '" + node + "')"; }

@@ -1,5 +1,5 @@
-// Add, Sub, Mul, Div with numpy broadcasting; float32, float16 (via the float32 kernel),
-// float64, int8/16/32/64 and uint8/16/32/64.
+// Add, Sub, Mul, Div with numpy broadcasting; float32, float16 (computed in float32 piece by
+// piece, fp16_pieces.h), float64, int8/16/32/64 and uint8/16/32/64.
 //
 // Integer semantics are defined for every input, so a model can never crash the process:
 // - Add/Sub/Mul wrap around (two's complement), like numpy; computed in the unsigned type
@@ -14,7 +14,8 @@
 
 #include "tf_popef_op/runtime/cc/kernels/kernel_checks.h"
 #include "tf_popef_op/runtime/cc/kernels/support/broadcast.h"
-#include "tf_popef_op/runtime/cc/kernels/support/fp16_adapter.h"
+#include "tf_popef_op/runtime/cc/kernels/support/fp16_convert.h"
+#include "tf_popef_op/runtime/cc/kernels/support/fp16_pieces.h"
 #include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
 
 namespace tfpopef {
@@ -79,6 +80,13 @@ inline void BinaryRun(const T* pa, int64_t sa, const T* pb, int64_t sb, T* pc, i
   }
 }
 
+// c[0..8) = op(a[i], b[i]): a fixed-length loop on distinct buffers, one or two vector ops.
+template <typename Op>
+inline void BlockOf8(const float* __restrict a, const float* __restrict b, float* __restrict c) {
+  const Op op;
+  for (int i = 0; i < 8; ++i) c[i] = op(a[i], b[i]);
+}
+
 // Runs shorter than this are walked two loop levels at a time (see BinaryKernel).
 constexpr int64_t kShortRun = 64;
 
@@ -139,8 +147,101 @@ class BinaryKernel final : public Kernel {
   BroadcastPlan<2> rows_;  // plan_ without its innermost level, when its runs are short
 };
 
+// float16: the output is computed in pieces of float32 (the float32 kernel's loops on widened
+// operands) and each piece narrowed once. An operand of the output's shape is widened piece by
+// piece alongside it; a broadcast operand (a per-channel vector, a scalar) is widened whole
+// into scratch once per run. Short runs are walked in rows as BinaryKernel does.
 template <typename Op>
-std::unique_ptr<Kernel> CreateFloat32OrInt(const KernelSpec& spec) {
+class HalfBinaryKernel final : public Kernel {
+ public:
+  HalfBinaryKernel(BroadcastPlan<2> plan, std::array<bool, 2> full, std::array<int64_t, 2> numel)
+      : plan_(std::move(plan)), numel_(plan_.num_runs * plan_.run_length()), full_(full) {
+    if (numel_ > 0 && plan_.dims.size() >= 2 && plan_.run_length() < kShortRun) {
+      rows_.dims.assign(plan_.dims.begin(), plan_.dims.end() - 1);
+      for (size_t k = 0; k < 2; ++k) rows_.strides[k].assign(plan_.strides[k].begin(), plan_.strides[k].end() - 1);
+      rows_.num_runs = plan_.num_runs / rows_.run_length();
+    }
+    for (size_t k = 0; k < 2; ++k) {
+      copy_offset_[k] = scratch_bytes_;
+      if (!full_[k]) scratch_bytes_ += (static_cast<size_t>(numel[k]) * sizeof(float) + 63) / 64 * 64;
+      copy_numel_[k] = full_[k] ? 0 : numel[k];
+    }
+  }
+
+  size_t scratch_bytes() const override { return scratch_bytes_; }
+
+  void Run(const KernelContext& ctx) const override {
+    if (numel_ == 0) return;
+    const uint16_t* half[2] = {static_cast<const uint16_t*>(ctx.inputs[0]), static_cast<const uint16_t*>(ctx.inputs[1])};
+    const float* copy[2] = {nullptr, nullptr};
+    for (size_t k = 0; k < 2; ++k) {
+      if (full_[k]) continue;
+      float* dst = reinterpret_cast<float*>(static_cast<char*>(ctx.scratch) + copy_offset_[k]);
+      ParallelFor(copy_numel_[k], kStreamingGrain,
+                  [&](int64_t b, int64_t e) { WidenHalfToFloat(half[k] + b, dst + b, e - b); });
+      copy[k] = dst;
+    }
+    uint16_t* c = static_cast<uint16_t*>(ctx.outputs[0]);
+    const int64_t sa = plan_.run_stride(0), sb = plan_.run_stride(1);
+    // Widens the full operands' elements [s, s + n) into `operands`.
+    auto widen_full = [&](int64_t s, int64_t n, float (*operands)[kHalfPiece]) {
+      for (size_t k = 0; k < 2; ++k)
+        if (full_[k]) WidenHalfToFloat(half[k] + s, operands[k], n);
+    };
+    if (!rows_.dims.empty()) {
+      const int64_t run = plan_.run_length(), ra = rows_.run_stride(0), rb = rows_.run_stride(1);
+      const int64_t piece_runs = kHalfPiece / run;
+      const bool blocks_of_8 = run == 8 && sa == 1 && sb == 1;
+      ParallelFor(plan_.num_runs, ItemsPerChunk(run, kStreamingGrain), [&](int64_t begin, int64_t end) {
+        alignas(64) float operands[2][kHalfPiece];
+        alignas(64) float out[kHalfPiece];
+        for (int64_t r0 = begin; r0 < end; r0 += piece_runs) {
+          const int64_t r1 = std::min(end, r0 + piece_runs);
+          widen_full(r0 * run, (r1 - r0) * run, operands);
+          ForEachRunInRange(rows_, r0, r1, [&](int64_t o, const std::array<int64_t, 2>& off, int64_t n) {
+            for (int64_t j = 0; j < n; ++j) {
+              const int64_t at = (o + j - r0) * run;
+              const float* pa = full_[0] ? operands[0] + at : copy[0] + off[0] + j * ra;
+              const float* pb = full_[1] ? operands[1] + at : copy[1] + off[1] + j * rb;
+              if (blocks_of_8) {
+                BlockOf8<Op>(pa, pb, out + at);
+              } else {
+                BinaryRun<float, Op>(pa, sa, pb, sb, out + at, run);
+              }
+            }
+          });
+          NarrowFloatToHalf(out, c + r0 * run, (r1 - r0) * run);
+        }
+      });
+      return;
+    }
+    ParallelFor(numel_, kStreamingGrain, [&](int64_t begin, int64_t end) {
+      alignas(64) float operands[2][kHalfPiece];
+      alignas(64) float out[kHalfPiece];
+      for (int64_t s = begin; s < end; s += kHalfPiece) {
+        const int64_t n = std::min(kHalfPiece, end - s);
+        widen_full(s, n, operands);
+        ForEachRunInRange(plan_, s, s + n, [&](int64_t o, const std::array<int64_t, 2>& off, int64_t len) {
+          const float* pa = full_[0] ? operands[0] + (o - s) : copy[0] + off[0];
+          const float* pb = full_[1] ? operands[1] + (o - s) : copy[1] + off[1];
+          BinaryRun<float, Op>(pa, sa, pb, sb, out + (o - s), len);
+        });
+        NarrowFloatToHalf(out, c + s, n);
+      }
+    });
+  }
+
+ private:
+  const BroadcastPlan<2> plan_;
+  const int64_t numel_;
+  const std::array<bool, 2> full_;  // operand k has the output's shape
+  BroadcastPlan<2> rows_;
+  size_t copy_offset_[2] = {0, 0}, scratch_bytes_ = 0;
+  int64_t copy_numel_[2] = {0, 0};
+};
+
+template <typename Op>
+std::unique_ptr<Kernel> CreateKernel(const KernelSpec& spec) {
   const auto& a = spec.inputs[0].shape;
   const auto& b = spec.inputs[1].shape;
   std::vector<int64_t> out;
@@ -150,6 +251,9 @@ std::unique_ptr<Kernel> CreateFloat32OrInt(const KernelSpec& spec) {
   CheckOutputShape(spec, 0, out);
   BroadcastPlan<2> plan = MakeBroadcastPlan<2>(out, {a, b}, spec.Where());
   switch (spec.inputs[0].dtype) {
+    case DType::kFloat16:
+      return std::make_unique<HalfBinaryKernel<Op>>(std::move(plan), std::array<bool, 2>{a == out, b == out},
+                                                    std::array<int64_t, 2>{Product(a), Product(b)});
     case DType::kFloat32: return std::make_unique<BinaryKernel<float, Op>>(std::move(plan));
     case DType::kFloat64: return std::make_unique<BinaryKernel<double, Op>>(std::move(plan));
     case DType::kInt8: return std::make_unique<BinaryKernel<int8_t, Op>>(std::move(plan));
@@ -170,7 +274,7 @@ std::unique_ptr<Kernel> CreateBinary(const KernelSpec& spec) {
   CheckArity(spec, 2, 2, 1);
   CheckSameDType(spec, {DType::kFloat32, DType::kFloat16, DType::kFloat64, DType::kInt8, DType::kInt16, DType::kInt32,
                        DType::kInt64, DType::kUInt8, DType::kUInt16, DType::kUInt32, DType::kUInt64});
-  return WithFloat16Support(spec, CreateFloat32OrInt<Op>);
+  return CreateKernel<Op>(spec);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
-// Elementwise math and parametric activations. Float ops run on float32 (float16 via the
-// float32 kernel); Neg and Abs also on signed integers, Clip on every numeric dtype.
+// Elementwise math and parametric activations. Float ops run on float32 (float16 as float32 on
+// pieces widened in L1, fp16_pieces.h); Neg and Abs also on signed integers, Clip on every
+// numeric dtype.
 // Parameters come from attrs the compiler always writes:
 //   LeakyRelu alpha; Elu alpha; Selu alpha, gamma; HardSigmoid alpha, beta;
 //   Gelu approximate ("none" | "tanh"); Clip optional min, max (numbers in the tensor's
@@ -15,6 +16,7 @@
 #include "tf_popef_op/runtime/cc/kernels/kernel_checks.h"
 #include "tf_popef_op/runtime/cc/kernels/support/activations.h"
 #include "tf_popef_op/runtime/cc/kernels/support/fp16_adapter.h"
+#include "tf_popef_op/runtime/cc/kernels/support/fp16_pieces.h"
 #include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
 #include "tf_popef_op/runtime/cc/kernels/support/vector_math.h"
 
@@ -99,7 +101,16 @@ class MapKernel final : public Kernel {
     const T* x = static_cast<const T*>(ctx.inputs[0]);
     T* y = static_cast<T*>(ctx.outputs[0]);
     ParallelFor(n_, GrainOf<Op>::value, [&](int64_t begin, int64_t end) {
-      if constexpr (HasApply<Op>::value) {
+      if constexpr (std::is_same_v<T, uint16_t>) {  // float16, computed as float32
+        MapHalfPieces(x, y, begin, end, [&](const float* in, float* out, int64_t n) {
+          if constexpr (HasApply<Op>::value) {
+            Op::Apply(in, out, n, p_);
+          } else {
+            const Op op;
+            for (int64_t i = 0; i < n; ++i) out[i] = op(in[i], p_);
+          }
+        });
+      } else if constexpr (HasApply<Op>::value) {
         Op::Apply(x + begin, y + begin, end - begin, p_);
       } else {
         const Op op;
@@ -136,13 +147,14 @@ Params ReadParams(const KernelSpec& spec) {
 }
 
 template <typename Op>
-std::unique_ptr<Kernel> CreateFloat32Map(const KernelSpec& spec) {
+std::unique_ptr<Kernel> CreateMap(const KernelSpec& spec) {
   CheckOutputShape(spec, 0, spec.inputs[0].shape);
   vmath::ActivePath();  // a bad TF_POPEF_SIMD fails here, at prepare
   const Params p = ReadParams(spec);
   const int64_t n = spec.inputs[0].numel();
   switch (spec.inputs[0].dtype) {
     case DType::kFloat32: return std::make_unique<MapKernel<float, Op>>(n, p);
+    case DType::kFloat16: return std::make_unique<MapKernel<uint16_t, Op>>(n, p);
     case DType::kInt8: return MakeSignedMap<int8_t, Op>(spec, n, p);
     case DType::kInt16: return MakeSignedMap<int16_t, Op>(spec, n, p);
     case DType::kInt32: return MakeSignedMap<int32_t, Op>(spec, n, p);
@@ -156,14 +168,14 @@ template <typename Op>
 std::unique_ptr<Kernel> CreateFloatMap(const KernelSpec& spec) {
   CheckArity(spec, 1, 1, 1);
   CheckSameDType(spec, {DType::kFloat32, DType::kFloat16});
-  return WithFloat16Support(spec, CreateFloat32Map<Op>);
+  return CreateMap<Op>(spec);
 }
 
 template <typename Op>
 std::unique_ptr<Kernel> CreateSignedMap(const KernelSpec& spec) {
   CheckArity(spec, 1, 1, 1);
   CheckSameDType(spec, {DType::kFloat32, DType::kFloat16, DType::kInt8, DType::kInt16, DType::kInt32, DType::kInt64});
-  return WithFloat16Support(spec, CreateFloat32Map<Op>);
+  return CreateMap<Op>(spec);
 }
 
 template <typename T>

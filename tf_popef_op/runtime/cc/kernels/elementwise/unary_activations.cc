@@ -1,12 +1,12 @@
 // Elementwise activations: Relu (float32, float16, int32, int64), Sigmoid and Tanh (float32,
-// float16). float16 goes through the float32 kernels (fp16_adapter.h).
+// float16). float16 runs the float32 code on pieces widened in L1 (fp16_pieces.h).
 #include <cstdint>
 #include <memory>
 #include <type_traits>
 
 #include "tf_popef_op/runtime/cc/kernels/kernel_checks.h"
 #include "tf_popef_op/runtime/cc/kernels/support/activations.h"
-#include "tf_popef_op/runtime/cc/kernels/support/fp16_adapter.h"
+#include "tf_popef_op/runtime/cc/kernels/support/fp16_pieces.h"
 #include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
 #include "tf_popef_op/runtime/cc/kernels/support/vector_math.h"
 
@@ -30,6 +30,7 @@ struct TanhOp {
   static void Apply(const float* x, float* y, int64_t n) { vmath::Tanh(x, y, n); }
 };
 
+// T = uint16_t: float16 storage, computed as float32.
 template <typename T, typename Op>
 class UnaryKernel final : public Kernel {
  public:
@@ -38,7 +39,18 @@ class UnaryKernel final : public Kernel {
   void Run(const KernelContext& ctx) const override {
     const T* x = static_cast<const T*>(ctx.inputs[0]);
     T* y = static_cast<T*>(ctx.outputs[0]);
-    if constexpr (std::is_same_v<Op, ReluOp>) {
+    if constexpr (std::is_same_v<T, uint16_t>) {
+      ParallelFor(numel_, std::is_same_v<Op, ReluOp> ? kStreamingGrain : kMathGrain, [&](int64_t begin, int64_t end) {
+        MapHalfPieces(x, y, begin, end, [](const float* in, float* out, int64_t n) {
+          if constexpr (std::is_same_v<Op, ReluOp>) {
+            const Op op;
+            for (int64_t i = 0; i < n; ++i) out[i] = op(in[i]);
+          } else {
+            Op::Apply(in, out, n);
+          }
+        });
+      });
+    } else if constexpr (std::is_same_v<Op, ReluOp>) {
       ParallelFor(numel_, kStreamingGrain, [&](int64_t begin, int64_t end) {
         const Op op;
         for (int64_t i = begin; i < end; ++i) y[i] = op(x[i]);
@@ -52,14 +64,14 @@ class UnaryKernel final : public Kernel {
   const int64_t numel_;
 };
 
-// Builds the kernel once float16 has been mapped to float32 by the adapter.
 template <typename Op>
-std::unique_ptr<Kernel> CreateUnaryNoFloat16(const KernelSpec& spec) {
+std::unique_ptr<Kernel> CreateUnaryKernel(const KernelSpec& spec) {
   CheckOutputShape(spec, 0, spec.inputs[0].shape);
   vmath::ActivePath();  // a bad TF_POPEF_SIMD fails here, at prepare
   const int64_t n = spec.inputs[0].numel();
   switch (spec.inputs[0].dtype) {
     case DType::kFloat32: return std::make_unique<UnaryKernel<float, Op>>(n);
+    case DType::kFloat16: return std::make_unique<UnaryKernel<uint16_t, Op>>(n);
     case DType::kInt32:
       if constexpr (std::is_same_v<Op, ReluOp>) return std::make_unique<UnaryKernel<int32_t, Op>>(n);
       break;
@@ -74,14 +86,14 @@ std::unique_ptr<Kernel> CreateUnaryNoFloat16(const KernelSpec& spec) {
 std::unique_ptr<Kernel> CreateRelu(const KernelSpec& spec) {
   CheckArity(spec, 1, 1, 1);
   CheckSameDType(spec, {DType::kFloat32, DType::kFloat16, DType::kInt32, DType::kInt64});
-  return WithFloat16Support(spec, CreateUnaryNoFloat16<ReluOp>);
+  return CreateUnaryKernel<ReluOp>(spec);
 }
 
 template <typename Op>
 std::unique_ptr<Kernel> CreateFloatUnary(const KernelSpec& spec) {
   CheckArity(spec, 1, 1, 1);
   CheckSameDType(spec, {DType::kFloat32, DType::kFloat16});
-  return WithFloat16Support(spec, CreateUnaryNoFloat16<Op>);
+  return CreateUnaryKernel<Op>(spec);
 }
 
 }  // namespace

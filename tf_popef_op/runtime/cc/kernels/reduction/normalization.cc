@@ -1,4 +1,5 @@
-// Inference normalizations on float32 (float16 via the float32 kernel):
+// Inference normalizations on float32 (float16 via the float32 kernel, except LayerNormalization
+// with Y alone, which widens each row in scratch and rounds Y once):
 // - BatchNormalization: X [N, C, ...], per-channel scale, B, mean, var [C]:
 //   y = (x − mean) / sqrt(var + epsilon) · scale + B, folded per channel into y = a·x + b.
 // - LayerNormalization: normalizes over the trailing dims [axis:] of X (viewed as
@@ -12,9 +13,11 @@
 #include <memory>
 #include <vector>
 
+#include "tf_popef_op/runtime/cc/base/half.h"
 #include "tf_popef_op/runtime/cc/kernels/kernel_checks.h"
 #include "tf_popef_op/runtime/cc/kernels/support/broadcast.h"
 #include "tf_popef_op/runtime/cc/kernels/support/fp16_adapter.h"
+#include "tf_popef_op/runtime/cc/kernels/support/fp16_convert.h"
 #include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
 
 namespace tfpopef {
@@ -91,34 +94,45 @@ double SumOfSquaredDeviations(const float* x, int64_t n, double mean) {
 
 class LayerNormKernel final : public Kernel {
  public:
+  // half: float16 X, scale, bias and Y (no mean / inv_std outputs), computed in float32 a row at
+  // a time in the chunk's scratch and rounded once.
   LayerNormKernel(int64_t outer, int64_t inner, float epsilon, BroadcastPlan<2> params, bool has_bias,
-                  bool mean_output, bool inv_std_output)
+                  bool mean_output, bool inv_std_output, bool half)
       : outer_(outer), inner_(inner), eps_(epsilon), params_(std::move(params)), has_bias_(has_bias),
-        mean_output_(mean_output), inv_std_output_(inv_std_output) {}
+        mean_output_(mean_output), inv_std_output_(inv_std_output), half_(half),
+        grain_(ItemsPerChunk(inner_, kStreamingGrain / 4)), chunks_(ThreadPool::Global().NumChunks(outer_, grain_)) {}
 
-  size_t scratch_bytes() const override { return 2 * static_cast<size_t>(inner_) * sizeof(float); }
+  size_t scratch_bytes() const override {
+    return static_cast<size_t>(2 + (half_ ? 2 * chunks_ : 0)) * static_cast<size_t>(inner_) * sizeof(float);
+  }
 
   void Run(const KernelContext& ctx) const override {
-    const float* x = static_cast<const float*>(ctx.inputs[0]);
-    float* y = static_cast<float*>(ctx.outputs[0]);
     // Scale and bias broadcast to [inner] once per run into scratch.
     float* scale = static_cast<float*>(ctx.scratch);
     float* bias = scale + inner_;
-    const float* s = static_cast<const float*>(ctx.inputs[1]);
-    const float* b = has_bias_ ? static_cast<const float*>(ctx.inputs[2]) : nullptr;
+    const auto param = [&](size_t input, int64_t at) -> float {
+      if (half_) return HalfToFloat(static_cast<const uint16_t*>(ctx.inputs[input])[at]);
+      return static_cast<const float*>(ctx.inputs[input])[at];
+    };
     ForEachRun(params_, [&](int64_t o, const std::array<int64_t, 2>& off) {
       for (int64_t i = 0; i < params_.run_length(); ++i) {
-        scale[o + i] = s[off[0] + i * params_.run_stride(0)];
-        bias[o + i] = b ? b[off[1] + i * params_.run_stride(1)] : 0.0f;
+        scale[o + i] = param(1, off[0] + i * params_.run_stride(0));
+        bias[o + i] = has_bias_ ? param(2, off[1] + i * params_.run_stride(1)) : 0.0f;
       }
     });
     size_t next = 1;
     float* mean_out = mean_output_ ? static_cast<float*>(ctx.outputs[next++]) : nullptr;
     float* inv_std_out = inv_std_output_ ? static_cast<float*>(ctx.outputs[next++]) : nullptr;
-    ParallelFor(outer_, ItemsPerChunk(inner_, kStreamingGrain / 4), [&](int64_t begin, int64_t end) {
+    ParallelForChunks(outer_, grain_, [&](int64_t chunk, int64_t begin, int64_t end) {
+      float* rows = bias + inner_ + 2 * inner_ * chunk;  // float16: this chunk's X and Y row
       for (int64_t o = begin; o < end; ++o) {
-        const float* xr = x + o * inner_;
-        float* yr = y + o * inner_;
+        const float* xr = static_cast<const float*>(ctx.inputs[0]) + o * inner_;
+        float* yr = static_cast<float*>(ctx.outputs[0]) + o * inner_;
+        if (half_) {
+          WidenHalfToFloat(static_cast<const uint16_t*>(ctx.inputs[0]) + o * inner_, rows, inner_);
+          xr = rows;
+          yr = rows + inner_;
+        }
         const double mean = inner_ ? Sum(xr, inner_) / static_cast<double>(inner_) : 0.0;
         const double var = inner_ ? SumOfSquaredDeviations(xr, inner_, mean) / static_cast<double>(inner_) : 0.0;
         const double inv_std = 1.0 / std::sqrt(var + eps_);
@@ -128,6 +142,7 @@ class LayerNormKernel final : public Kernel {
           yr[i] = static_cast<float>((xr[i] - mean) * inv_std) * scale[i] + bias[i];
         if (mean_out) mean_out[o] = static_cast<float>(mean);
         if (inv_std_out) inv_std_out[o] = static_cast<float>(inv_std);
+        if (half_) NarrowFloatToHalf(yr, static_cast<uint16_t*>(ctx.outputs[0]) + o * inner_, inner_);
       }
     });
   }
@@ -136,10 +151,11 @@ class LayerNormKernel final : public Kernel {
   const int64_t outer_, inner_;
   const float eps_;
   const BroadcastPlan<2> params_;
-  const bool has_bias_, mean_output_, inv_std_output_;
+  const bool has_bias_, mean_output_, inv_std_output_, half_;
+  const int64_t grain_, chunks_;
 };
 
-std::unique_ptr<Kernel> CreateFloat32LayerNorm(const KernelSpec& spec) {
+std::unique_ptr<Kernel> CreateLayerNormKernel(const KernelSpec& spec) {
   const auto& x = spec.inputs[0].shape;
   const size_t axis = static_cast<size_t>(CheckedAxis(spec, "axis", x.size()));
   const bool mean_output = CheckedFlag(spec, "mean_output"), inv_std_output = CheckedFlag(spec, "inv_std_dev_output");
@@ -164,7 +180,7 @@ std::unique_ptr<Kernel> CreateFloat32LayerNorm(const KernelSpec& spec) {
       normalized, {spec.inputs[1].shape, has_bias ? spec.inputs[2].shape : std::vector<int64_t>{}}, spec.Where());
   return std::make_unique<LayerNormKernel>(Product(x, 0, axis), Product(x, axis, x.size()),
                                            spec.attrs.Float("epsilon"), std::move(params), has_bias, mean_output,
-                                           inv_std_output);
+                                           inv_std_output, spec.inputs[0].dtype == DType::kFloat16);
 }
 
 std::unique_ptr<Kernel> CreateLayerNorm(const KernelSpec& spec) {
@@ -173,7 +189,9 @@ std::unique_ptr<Kernel> CreateLayerNorm(const KernelSpec& spec) {
                                                  std::to_string(spec.inputs.size()) + " and " +
                                                  std::to_string(spec.outputs.size()));
   CheckSameDType(spec, {DType::kFloat32, DType::kFloat16});
-  return WithFloat16Support(spec, CreateFloat32LayerNorm);
+  // float16 natively when Y is the only output (the statistics outputs go through the adapter).
+  if (spec.inputs[0].dtype == DType::kFloat16 && spec.outputs.size() == 1) return CreateLayerNormKernel(spec);
+  return WithFloat16Support(spec, CreateLayerNormKernel);
 }
 
 }  // namespace

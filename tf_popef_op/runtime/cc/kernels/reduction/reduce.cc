@@ -2,7 +2,9 @@
 // ReduceLogSum, ReduceLogSumExp over the axes in attr `axes` (normalized, sorted; empty = reduce
 // over nothing, i.e. the elementwise part only, as onnx's noop_with_empty_axes). keepdims
 // only changes the output's static shape, not its element order, so the kernel ignores it.
-// float32 (float16 via float32), float64, int32, int64; Max/Min also int8/uint8/bool. Sums accumulate in
+// float32, float16 (widened a piece at a time in L1 and reduced by the float32 loops in the same
+// order, so the float32 kernel's result rounded once), float64, int32, int64; Max/Min also
+// int8/uint8/bool; LogSumExp float16 via the float32 kernel. Sums accumulate in
 // double, Max/Min in the element type (exact for int64). An empty reduction gives the op's
 // identity (0, 1, -inf for Max/LogSumExp, +inf for Min; NaN for Mean).
 //
@@ -17,9 +19,11 @@
 #include <type_traits>
 #include <vector>
 
+#include "tf_popef_op/runtime/cc/base/half.h"
 #include "tf_popef_op/runtime/cc/kernels/kernel_checks.h"
 #include "tf_popef_op/runtime/cc/kernels/support/broadcast.h"
 #include "tf_popef_op/runtime/cc/kernels/support/fp16_adapter.h"
+#include "tf_popef_op/runtime/cc/kernels/support/fp16_pieces.h"
 #include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
 
 namespace tfpopef {
@@ -89,9 +93,13 @@ struct MinOp {
   T finish(Acc a, int64_t) const { return a; }
 };
 
+// T: the stored element type; Op works on V = T, or float for float16 (T = uint16_t), whose
+// elements are widened a piece at a time into `piece` buffers before the loops read them.
 template <typename T, typename Op>
 class ReduceKernel final : public Kernel {
  public:
+  static constexpr bool kHalf = std::is_same_v<T, uint16_t>;
+  using V = std::conditional_t<kHalf, float, T>;
   using Acc = typename Op::Acc;
   ReduceKernel(BroadcastPlan<1> plan, int64_t out_numel, int64_t count)
       : plan_(std::move(plan)), out_numel_(out_numel), count_(count) {
@@ -134,30 +142,57 @@ class ReduceKernel final : public Kernel {
     std::fill(acc + out_begin, acc + out_end, op.init());
     if (!rows_.dims.empty()) return ReduceRows(x, y, acc, in_begin, in_end, out_begin, out_end);
     const int64_t s = plan_.run_stride(0);
+    alignas(64) float piece[kHalf ? kHalfPiece : 1];
     ForEachRunInRange(plan_, in_begin, in_end, [&](int64_t in, const std::array<int64_t, 1>& off, int64_t n) {
-      const T* xr = x + in;
       Acc* ar = acc + off[0];
-      if constexpr (std::is_base_of_v<SumOp<T>, Op>) {
+      // Elements [p, p + m) of the run, as V: float16 is widened in pieces whose length is a
+      // multiple of 4, so the loops below take the same steps as on the whole run.
+      auto for_each_piece = [&](auto&& body) {
+        if constexpr (kHalf) {
+          for (int64_t p = 0; p < n; p += kHalfPiece) {
+            const int64_t m = std::min(kHalfPiece, n - p);
+            WidenHalfToFloat(x + in + p, piece, m);
+            body(static_cast<const V*>(piece), p, m);
+          }
+        } else {
+          body(x + in, int64_t{0}, n);
+        }
+      };
+      if constexpr (std::is_base_of_v<SumOp<V>, Op>) {
         if (s == 0) {
           // Sums of a contiguous run: four partial sums so the additions overlap.
           double part[4] = {0.0, 0.0, 0.0, 0.0};
-          int64_t i = 0;
-          for (; i + 4 <= n; i += 4)
-            for (int k = 0; k < 4; ++k) part[k] = op.step(part[k], xr[i + k]);
-          for (; i < n; ++i) part[0] = op.step(part[0], xr[i]);
+          for_each_piece([&](const V* xr, int64_t, int64_t m) {
+            int64_t i = 0;
+            for (; i + 4 <= m; i += 4)
+              for (int k = 0; k < 4; ++k) part[k] = op.step(part[k], xr[i + k]);
+            for (; i < m; ++i) part[0] = op.step(part[0], xr[i]);
+          });
           *ar += (part[0] + part[1]) + (part[2] + part[3]);
           return;
         }
       }
       if (s == 0) {
         Acc a = *ar;
-        for (int64_t i = 0; i < n; ++i) a = op.step(a, xr[i]);
+        for_each_piece([&](const V* xr, int64_t, int64_t m) {
+          for (int64_t i = 0; i < m; ++i) a = op.step(a, xr[i]);
+        });
         *ar = a;
       } else {
-        for (int64_t i = 0; i < n; ++i) ar[i * s] = op.step(ar[i * s], xr[i]);
+        for_each_piece([&](const V* xr, int64_t p, int64_t m) {
+          for (int64_t i = 0; i < m; ++i) ar[(p + i) * s] = op.step(ar[(p + i) * s], xr[i]);
+        });
       }
     });
-    for (int64_t o = out_begin; o < out_end; ++o) y[o] = op.finish(acc[o], count_);
+    Finish(y, acc, out_begin, out_end);
+  }
+
+  void Finish(T* y, const Acc* acc, int64_t out_begin, int64_t out_end) const {
+    const Op op;
+    for (int64_t o = out_begin; o < out_end; ++o) {
+      if constexpr (kHalf) y[o] = FloatToHalf(op.finish(acc[o], count_));
+      else y[o] = op.finish(acc[o], count_);
+    }
   }
 
   // Reduce() for short runs (rows_): each row of rows_ is `n` runs of `run` contiguous inputs
@@ -166,15 +201,27 @@ class ReduceKernel final : public Kernel {
                   int64_t out_end) const {
     const Op op;
     const int64_t run = plan_.run_length();
+    alignas(64) float piece[kHalf ? kHalfPiece : 1];
+    const int64_t piece_runs = kHalf ? kHalfPiece / run : 0;
     ForEachRunInRange(rows_, in_begin / run, in_end / run, [&](int64_t r, const std::array<int64_t, 1>& off, int64_t n) {
-      const T* xr = x + r * run;
       Acc local[kShortRun];
       std::copy(acc + off[0], acc + off[0] + run, local);
-      for (int64_t j = 0; j < n; ++j, xr += run)
-        for (int64_t i = 0; i < run; ++i) local[i] = op.step(local[i], xr[i]);
+      auto add_runs = [&](const V* xr, int64_t runs) {
+        for (int64_t j = 0; j < runs; ++j, xr += run)
+          for (int64_t i = 0; i < run; ++i) local[i] = op.step(local[i], xr[i]);
+      };
+      if constexpr (kHalf) {
+        for (int64_t j = 0; j < n; j += piece_runs) {
+          const int64_t runs = std::min(piece_runs, n - j);
+          WidenHalfToFloat(x + (r + j) * run, piece, runs * run);
+          add_runs(piece, runs);
+        }
+      } else {
+        add_runs(x + r * run, n);
+      }
       std::copy(local, local + run, acc + off[0]);
     });
-    for (int64_t o = out_begin; o < out_end; ++o) y[o] = op.finish(acc[o], count_);
+    Finish(y, acc, out_begin, out_end);
   }
 
   static constexpr int64_t kShortRun = 64;
@@ -245,13 +292,15 @@ ReduceShape ReadReduceShape(const KernelSpec& spec) {
 }
 
 template <template <typename> class Op>
-std::unique_ptr<Kernel> CreateFloat32Reduce(const KernelSpec& spec) {
+std::unique_ptr<Kernel> CreateReduceKernel(const KernelSpec& spec) {
   ReduceShape r = ReadReduceShape(spec);
   auto make = [&](auto type) -> std::unique_ptr<Kernel> {
     using T = decltype(type);
     return std::make_unique<ReduceKernel<T, Op<T>>>(std::move(r.plan), r.out_numel, r.count);
   };
   switch (spec.inputs[0].dtype) {
+    case DType::kFloat16:
+      return std::make_unique<ReduceKernel<uint16_t, Op<float>>>(std::move(r.plan), r.out_numel, r.count);
     case DType::kFloat32: return make(float{});
     case DType::kFloat64: return make(double{});
     case DType::kInt32: return make(int32_t{});
@@ -274,7 +323,7 @@ std::unique_ptr<Kernel> CreateReduce(const KernelSpec& spec) {
                           DType::kUInt8, DType::kBool});
   else
     CheckSameDType(spec, {DType::kFloat32, DType::kFloat16, DType::kFloat64, DType::kInt32, DType::kInt64});
-  return WithFloat16Support(spec, CreateFloat32Reduce<Op>);
+  return CreateReduceKernel<Op>(spec);
 }
 
 std::unique_ptr<Kernel> CreateFloat32LogSumExp(const KernelSpec& spec) {

@@ -8,13 +8,17 @@
 // row by row (rows of `inner` contiguous elements) keeping a running max and sum per inner
 // position in scratch, so every pass reads memory sequentially.
 // LogSoftmax is the same kernel finishing with x − max − log(sum) instead of e / sum.
-// float16 goes through the float32 kernel (fp16_adapter.h).
+// float16 with contiguous rows computes in float32 a row at a time: the row is widened into the
+// chunk's scratch and the result narrowed once (nearest even); a strided float16 axis goes
+// through the float32 kernel (fp16_adapter.h).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <memory>
 
 #include "tf_popef_op/runtime/cc/kernels/kernel_checks.h"
 #include "tf_popef_op/runtime/cc/kernels/support/fp16_adapter.h"
+#include "tf_popef_op/runtime/cc/kernels/support/fp16_convert.h"
 #include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
 #include "tf_popef_op/runtime/cc/kernels/support/vector_math.h"
 
@@ -24,21 +28,37 @@ namespace {
 
 class SoftmaxKernel final : public Kernel {
  public:
-  SoftmaxKernel(int64_t outer, int64_t axis_dim, int64_t inner, bool log)
-      : outer_(outer), n_(axis_dim), inner_(inner), log_(log),
+  // half: float16 X and Y (inner == 1 only).
+  SoftmaxKernel(int64_t outer, int64_t axis_dim, int64_t inner, bool log, bool half)
+      : outer_(outer), n_(axis_dim), inner_(inner), log_(log), half_(half),
         // Slabs (rows when inner == 1) per chunk: exp dominates, so the math grain applies.
         grain_(ItemsPerChunk(axis_dim * inner, kMathGrain)),
         chunks_(ThreadPool::Global().NumChunks(outer, grain_)) {}
 
-  // The strided path keeps a running max and sum per inner position: one pair per chunk.
+  // The strided path keeps a running max and sum per inner position: one pair per chunk; the
+  // float16 path a float32 row of X and of Y per chunk.
   size_t scratch_bytes() const override {
-    return inner_ > 1 ? 2 * static_cast<size_t>(inner_ * chunks_) * sizeof(float) : 0;
+    return 2 * static_cast<size_t>((inner_ > 1 ? inner_ : (half_ ? n_ : 0)) * chunks_) * sizeof(float);
   }
 
   void Run(const KernelContext& ctx) const override {
     const float* x = static_cast<const float*>(ctx.inputs[0]);
     float* y = static_cast<float*>(ctx.outputs[0]);
     if (n_ == 0 || inner_ == 0) return;
+    if (half_) {
+      const auto* xh = static_cast<const uint16_t*>(ctx.inputs[0]);
+      auto* yh = static_cast<uint16_t*>(ctx.outputs[0]);
+      ParallelForChunks(outer_, grain_, [&](int64_t chunk, int64_t begin, int64_t end) {
+        float* xr = static_cast<float*>(ctx.scratch) + 2 * n_ * chunk;
+        float* yr = xr + n_;
+        for (int64_t o = begin; o < end; ++o) {
+          WidenHalfToFloat(xh + o * n_, xr, n_);
+          SoftmaxRow(xr, yr);
+          NarrowFloatToHalf(yr, yh + o * n_, n_);
+        }
+      });
+      return;
+    }
     if (inner_ == 1) {
       ParallelFor(outer_, grain_, [&](int64_t begin, int64_t end) {
         for (int64_t o = begin; o < end; ++o) SoftmaxRow(x + o * n_, y + o * n_);
@@ -87,27 +107,34 @@ class SoftmaxKernel final : public Kernel {
   }
 
   const int64_t outer_, n_, inner_;
-  const bool log_;
+  const bool log_, half_;
   const int64_t grain_, chunks_;
 };
 
-template <bool kLog>
-std::unique_ptr<Kernel> CreateFloat32Softmax(const KernelSpec& spec) {
+// The tensor as [outer, axis_dim, inner].
+std::array<int64_t, 3> SoftmaxView(const KernelSpec& spec) {
   const auto& shape = spec.inputs[0].shape;
   CheckOutputShape(spec, 0, shape);
   const bool coerce_2d = CheckedFlag(spec, "coerce_2d");
-  vmath::ActivePath();  // a bad TF_POPEF_SIMD fails here, at prepare
   const size_t axis = static_cast<size_t>(CheckedAxis(spec, "axis", shape.size()));
   const int64_t outer = Product(shape, 0, axis);
-  if (coerce_2d) return std::make_unique<SoftmaxKernel>(outer, Product(shape, axis, shape.size()), 1, kLog);
-  return std::make_unique<SoftmaxKernel>(outer, shape[axis], Product(shape, axis + 1, shape.size()), kLog);
+  if (coerce_2d) return {outer, Product(shape, axis, shape.size()), 1};
+  return {outer, shape[axis], Product(shape, axis + 1, shape.size())};
+}
+
+template <bool kLog>
+std::unique_ptr<Kernel> CreateSoftmaxKernel(const KernelSpec& spec) {
+  const std::array<int64_t, 3> view = SoftmaxView(spec);
+  vmath::ActivePath();  // a bad TF_POPEF_SIMD fails here, at prepare
+  return std::make_unique<SoftmaxKernel>(view[0], view[1], view[2], kLog, spec.inputs[0].dtype == DType::kFloat16);
 }
 
 template <bool kLog>
 std::unique_ptr<Kernel> CreateSoftmax(const KernelSpec& spec) {
   CheckArity(spec, 1, 1, 1);
   CheckSameDType(spec, {DType::kFloat32, DType::kFloat16});
-  return WithFloat16Support(spec, CreateFloat32Softmax<kLog>);
+  if (spec.inputs[0].dtype == DType::kFloat16 && SoftmaxView(spec)[2] == 1) return CreateSoftmaxKernel<kLog>(spec);
+  return WithFloat16Support(spec, CreateSoftmaxKernel<kLog>);
 }
 
 }  // namespace

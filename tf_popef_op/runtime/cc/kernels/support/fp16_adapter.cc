@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -16,9 +18,47 @@ constexpr size_t kScratchAlign = 64;  // KernelContext::scratch alignment; kept 
 
 size_t AlignUp(size_t n) { return (n + kScratchAlign - 1) / kScratchAlign * kScratchAlign; }
 
+// Float32 copies of a kernel's constant float16 inputs (weights: KernelSpec::constant_inputs),
+// made on the first run that sees them and reused by every later one, so a weight is widened
+// once instead of on every run. Keyed by the weight's address: the same kernel may run on
+// several devices, each with its own copy of the weights. A copy is never changed once
+// published (a run holds it by shared_ptr), so runs on other threads can use it meanwhile.
+class WidenedConstants {
+ public:
+  using Copy = std::shared_ptr<const std::vector<float>>;
+
+  Copy Get(const uint16_t* source, int64_t numel) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const Entry& e : entries_)
+        if (e.source == source) return e.copy;
+    }
+    // Widened outside the lock (runs on other devices need not wait); the first to publish wins.
+    auto widened = std::make_shared<std::vector<float>>(static_cast<size_t>(numel));
+    float* dst = widened->data();
+    ParallelFor(numel, kStreamingGrain, [&](int64_t b, int64_t e) { WidenHalfToFloat(source + b, dst + b, e - b); });
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Entry& e : entries_)
+      if (e.source == source) return e.copy;
+    if (entries_.size() == kMaxDevices) entries_.erase(entries_.begin());  // the oldest device's
+    entries_.push_back({source, std::move(widened)});
+    return entries_.back().copy;
+  }
+
+ private:
+  static constexpr size_t kMaxDevices = 4;
+  struct Entry {
+    const uint16_t* source;
+    Copy copy;
+  };
+  std::mutex mu_;
+  std::vector<Entry> entries_;
+};
+
 // Scratch layout (all regions 64-byte aligned, offsets fixed at prepare):
 //   [input pointer table][output pointer table][float32 copy per float16 tensor][inner scratch]
-// The pointer tables live in scratch so Run allocates nothing and stays thread-safe.
+// The pointer tables live in scratch so Run allocates nothing and stays thread-safe; constant
+// inputs are widened into WidenedConstants instead of scratch.
 class Float16Adapter final : public Kernel {
  public:
   // `float32_spec`: the spec the inner kernel was prepared with (float16 tensors it widens itself
@@ -31,15 +71,19 @@ class Float16Adapter final : public Kernel {
     output_table_offset_ = offset;
     offset += AlignUp(spec.outputs.size() * sizeof(void*));
     auto plan = [&](const std::vector<TensorDesc>& tensors, const std::vector<TensorDesc>& inner_view,
-                    std::vector<Widened>* out) {
+                    const std::vector<bool>& constant, std::vector<Widened>* out) {
       for (size_t i = 0; i < tensors.size(); ++i) {
         if (tensors[i].dtype != DType::kFloat16 || inner_view[i].dtype == DType::kFloat16) continue;
+        if (i < constant.size() && constant[i] && constants_.size() < kMaxConstants) {
+          constants_.push_back({i, tensors[i].numel(), std::make_unique<WidenedConstants>()});
+          continue;
+        }
         out->push_back({i, tensors[i].numel(), offset});
         offset += AlignUp(static_cast<size_t>(tensors[i].numel()) * sizeof(float));
       }
     };
-    plan(spec.inputs, float32_spec.inputs, &widened_inputs_);
-    plan(spec.outputs, float32_spec.outputs, &widened_outputs_);
+    plan(spec.inputs, float32_spec.inputs, spec.constant_inputs, &widened_inputs_);
+    plan(spec.outputs, float32_spec.outputs, {}, &widened_outputs_);
     num_inputs_ = spec.inputs.size();
     num_outputs_ = spec.outputs.size();
     inner_scratch_offset_ = offset;
@@ -62,6 +106,12 @@ class Float16Adapter final : public Kernel {
       inputs[w.index] = f32;
     }
     for (const Widened& w : widened_outputs_) outputs[w.index] = scratch + w.scratch_offset;
+    WidenedConstants::Copy held[kMaxConstants];  // kept alive until the inner kernel is done
+    for (size_t c = 0; c < constants_.size(); ++c) {
+      const Constant& k = constants_[c];
+      held[c] = k.copies->Get(static_cast<const uint16_t*>(ctx.inputs[k.index]), k.numel);
+      inputs[k.index] = held[c]->data();
+    }
 
     inner_->Run(KernelContext{inputs, outputs, scratch + inner_scratch_offset_});
 
@@ -79,8 +129,15 @@ class Float16Adapter final : public Kernel {
     int64_t numel;
     size_t scratch_offset;  // of its float32 copy
   };
+  static constexpr size_t kMaxConstants = 8;  // more (none of the ops has them) use scratch
+  struct Constant {
+    size_t index;
+    int64_t numel;
+    std::unique_ptr<WidenedConstants> copies;  // mutable state of a const kernel: thread-safe
+  };
   std::unique_ptr<Kernel> inner_;
   std::vector<Widened> widened_inputs_, widened_outputs_;
+  std::vector<Constant> constants_;
   size_t num_inputs_ = 0, num_outputs_ = 0;
   size_t input_table_offset_ = 0, output_table_offset_ = 0, inner_scratch_offset_ = 0, scratch_bytes_ = 0;
 };
