@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/cc/blocked_layout.h"
 #include "tests/cc/kernel_tester.h"
 #include "tests/cc/reference_ops.h"
 #include "tests/cc/simd_paths.h"
@@ -17,19 +18,6 @@
 namespace tfpopef {
 namespace test {
 namespace {
-
-constexpr int64_t B = 8;
-
-// NCHW [n, c, h, w] -> [n, c/8, h, w, 8].
-std::vector<double> Block(const std::vector<double>& x, int64_t n, int64_t c, int64_t hw) {
-  std::vector<double> y(x.size());
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t ch = 0; ch < c; ++ch)
-      for (int64_t p = 0; p < hw; ++p)
-        y[static_cast<size_t>(((i * (c / B) + ch / B) * hw + p) * B + ch % B)] =
-            x[static_cast<size_t>((i * c + ch) * hw + p)];
-  return y;
-}
 
 struct ConvCase {
   int64_t n, c, m, h, w, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
@@ -112,10 +100,10 @@ KernelTester ConvTester(const ConvCase& k, const Epi& e, uint32_t seed, DType va
       .Attr("has_bias", e.bias ? 1 : 0)
       .Attr("has_sum", e.sum ? 1 : 0);
   if (k.plain_input) t.AddInput(dtype, {k.n, k.c, k.h, k.w}, x);
-  else t.AddInput(dtype, {k.n, k.c / B, k.h, k.w, B}, Block(x, k.n, k.c, k.h * k.w));
+  else t.AddInput(dtype, {k.n, k.c / B, k.h, k.w, B}, ToBlocked(x, k.n, k.c, k.h * k.w));
   t.AddInput(dtype, w_shape, wb);
   if (e.bias) t.AddInput(dtype, {k.m}, b);
-  if (e.sum) t.AddInput(dtype, {k.n, k.m / B, oh, ow, B}, Block(s, k.n, k.m, oh * ow));
+  if (e.sum) t.AddInput(dtype, {k.n, k.m / B, oh, ow, B}, ToBlocked(s, k.n, k.m, oh * ow));
   return t;
 }
 
@@ -131,7 +119,7 @@ void RunConv(const ConvCase& k, const Epi& e, uint32_t seed, DType dtype = F32) 
   // float32 sums of up to ~650 products of values in [-2, 2]: errors of a few 1e-5 are rounding;
   // float16 adds one rounding of the output (2^-11 relative).
   const double tolerance = dtype == F16 ? 2e-3 : 1e-4;
-  t.AddOutput(dtype, {k.n, k.m / B, oh, ow, B}, Block(y, k.n, k.m, oh * ow)).Tolerance(tolerance, tolerance).Run();
+  t.AddOutput(dtype, {k.n, k.m / B, oh, ow, B}, ToBlocked(y, k.n, k.m, oh * ow)).Tolerance(tolerance, tolerance).Run();
   for (size_t i = failures; i < CurrentFailures().size(); ++i)
     CurrentFailures()[i] = Describe(k, e, dtype) + ": " + CurrentFailures()[i];
 }
@@ -389,8 +377,8 @@ KERNEL_TEST(NchwcMaxPool_EveryPath_Float32AndFloat16_VsNaive) {
         KernelTester("NchwcMaxPool")
             .Attrs({{"kernel_shape", {k.kh, k.kw}}, {"strides", {k.sh, k.sw}}, {"dilations", {1, 1}},
                     {"pads", {k.pt, k.pl, k.pb, k.pr}}, {"zero_pads", k.zero_pads ? 1 : 0}})
-            .AddInput(dtype, {k.n, k.c / B, k.h, k.w, B}, Block(x, k.n, k.c, k.h * k.w))
-            .AddOutput(dtype, {k.n, k.c / B, oh, ow, B}, Block(y, k.n, k.c, oh * ow))
+            .AddInput(dtype, {k.n, k.c / B, k.h, k.w, B}, ToBlocked(x, k.n, k.c, k.h * k.w))
+            .AddOutput(dtype, {k.n, k.c / B, oh, ow, B}, ToBlocked(y, k.n, k.c, oh * ow))
             .Tolerance(0, 0)  // a maximum of representable values is exact in either type
             .Run();
       }
@@ -458,8 +446,8 @@ KERNEL_TEST(NchwcAveragePool_EveryPath_Float32AndFloat16_VsNaive) {
         KernelTester("NchwcAveragePool")
             .Attrs({{"kernel_shape", {k.kh, k.kw}}, {"strides", {k.sh, k.sw}}, {"dilations", {k.dh, k.dw}},
                     {"pads", {k.pt, k.pl, k.pb, k.pr}}, {"count_include_pad", k.count_include_pad ? 1 : 0}})
-            .AddInput(dtype, {k.n, k.c / B, k.h, k.w, B}, Block(x, k.n, k.c, k.h * k.w))
-            .AddOutput(dtype, {k.n, k.c / B, oh, ow, B}, Block(y, k.n, k.c, oh * ow))
+            .AddInput(dtype, {k.n, k.c / B, k.h, k.w, B}, ToBlocked(x, k.n, k.c, k.h * k.w))
+            .AddOutput(dtype, {k.n, k.c / B, oh, ow, B}, ToBlocked(y, k.n, k.c, oh * ow))
             .Tolerance(1e-6, dtype == F16 ? 1e-3 : 1e-6)
             .Concurrently(2, 2)
             .Run();
@@ -480,7 +468,7 @@ KERNEL_TEST(NchwcReorders_RoundTrip_MatchTheLayout) {
   const int64_t n = 2, c = 16, h = 5, w = 67;  // 335 pixels: more than one 256-pixel strip
   for (DType dtype : {F32, F16}) {  // float16 is moved as 16-bit words: exact
     const auto x = (dtype == F16 ? AsFloat16 : AsFloat32)(RandomValues(n * c * h * w, -1, 1, 15000));
-    const auto blocked = Block(x, n, c, h * w);
+    const auto blocked = ToBlocked(x, n, c, h * w);
     KernelTester("ToNchwc")
         .AddInput(dtype, {n, c, h, w}, x)
         .AddOutput(dtype, {n, c / B, h, w, B}, blocked)

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/cc/blocked_layout.h"
 #include "tests/cc/kernel_tester.h"
 #include "tests/cc/reference_ops.h"
 #include "tests/cc/simd_paths.h"
@@ -16,19 +17,6 @@
 namespace tfpopef {
 namespace test {
 namespace {
-
-constexpr int64_t B = 8;
-
-// NCHW [n, c, h, w] -> [n, c/8, h, w, 8].
-std::vector<double> ToBlocked(const std::vector<double>& x, int64_t n, int64_t c, int64_t hw) {
-  std::vector<double> y(x.size());
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t ch = 0; ch < c; ++ch)
-      for (int64_t p = 0; p < hw; ++p)
-        y[static_cast<size_t>(((i * (c / B) + ch / B) * hw + p) * B + ch % B)] =
-            x[static_cast<size_t>((i * c + ch) * hw + p)];
-  return y;
-}
 
 // G of F(2x2,3x3) and F(4x4,3x3), a x 3 (points 0, ±1 and 0, -1, 1, 1/2, -2, each with ∞).
 const std::vector<std::vector<double>>& WinogradG(int tile) {

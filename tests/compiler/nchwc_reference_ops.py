@@ -190,12 +190,7 @@ class NchwcConv(OpRun):
             assert list(kernel_shape) == list(w_onnx.shape[2:]), (kernel_shape, w_onnx.shape)
         strides, dilations, pads = _window(strides, dilations, pads)
         y = conv2d(x_plain, w_onnx, strides, dilations, pads, group)
-        if b is not None:
-            y = y + b.astype(np.float64).reshape(1, -1, 1, 1)
-        if s is not None:
-            y = y + from_blocked(s).astype(np.float64)
-        y = apply_activation(y, _text(activation), activation_params)
-        return (to_blocked(y.astype(x.dtype)),)
+        return (_conv_epilogue(y, x.dtype, b, s, activation, activation_params),)
 
 
 # B^T and A^T of Winograd's F(2x2,3x3) and F(4x4,3x3) by output tile side, from the interpolation
@@ -237,12 +232,7 @@ class NchwcWinogradConv(OpRun):
                 products = np.einsum("ijoc,ncij->noij", uf, np.einsum("ik,nckl,jl->ncij", bt, d, bt))
                 y[:, :, ty * m:(ty + 1) * m, tx * m:(tx + 1) * m] = np.einsum("ik,nokl,jl->noij", at, products, at)
         y = y[:, :, :oh, :ow]
-        if b is not None:
-            y = y + b.astype(np.float64).reshape(1, -1, 1, 1)
-        if s is not None:
-            y = y + from_blocked(s).astype(np.float64)
-        y = apply_activation(y, _text(activation), activation_params)
-        return (to_blocked(y.astype(x.dtype)),)
+        return (_conv_epilogue(y, x.dtype, b, s, activation, activation_params),)
 
 
 class NchwcMaxPool(OpRun):
@@ -329,3 +319,13 @@ def run_internal(model, feeds):
     """The model's outputs with onnx's ReferenceEvaluator and these internal ops."""
     from onnx.reference import ReferenceEvaluator
     return [np.asarray(v) for v in ReferenceEvaluator(model, new_ops=INTERNAL_OPS).run(None, feeds)]
+
+
+def _conv_epilogue(y, dtype, b, s, activation, activation_params):
+    """The NCHWc convolutions' fused epilogue on a float64 NCHW result: bias, Sum, activation, blocked."""
+    if b is not None:
+        y = y + b.astype(np.float64).reshape(1, -1, 1, 1)
+    if s is not None:
+        y = y + from_blocked(s).astype(np.float64)
+    y = apply_activation(y, _text(activation), activation_params)
+    return to_blocked(y.astype(dtype))
