@@ -40,11 +40,11 @@ def test_every_conv_is_matched_with_its_onnxruntime_node(level):
     report = compare_model(model, Compiler.compile(model.SerializeToString()), batch=1, ort_level=level, iters=3,
                            warmup=1)
     rows = {r["node"]: r for r in report["rows"]}
-    # Our steps: NchwcConv conv1 (+Clip), NchwcConv conv2 (+Add +Relu), the pool (blocked layout,
-    # the default; FusedConv without it).
+    # Our steps: NchwcWinogradConv conv1 (3x3, +Clip), NchwcConv conv2 (+Add +Relu), the pool
+    # (blocked layout, the default; FusedConv without it).
     assert {"conv1", "conv2", "pool"} <= set(rows), report
-    for name in ("conv1", "conv2"):
-        assert rows[name]["ours_op"] == "NchwcConv"
+    for name, op in (("conv1", "NchwcWinogradConv"), ("conv2", "NchwcConv")):
+        assert rows[name]["ours_op"] == op
         # NCHWc: its Conv with the activation inside; plain NCHW: its own FusedConv (com.microsoft)
         assert set(rows[name]["ort_op"].split("+")) & {"Conv", "FusedConv"}, rows[name]
         assert rows[name]["ours_us"] > 0 and rows[name]["ort_us"] > 0

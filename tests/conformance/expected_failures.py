@@ -12,13 +12,14 @@ class ExpectedFailure(NamedTuple):
 def unsupported_dtype(dtype: str) -> ExpectedFailure:
     return ExpectedFailure(f"dtype {dtype}: PopEF/the emulator have no storage type for it (supported: float32, "
                            f"float16, float64, int8..int64, uint8..uint64, bool)",
-                           rf"(dtype {dtype}\b|cannot cast to {dtype}\b)")
+                           rf"(dtype {dtype}\b|cannot cast to {dtype}\b|element type {dtype}\b)")
 
 
 TRAINING = ExpectedFailure("BatchNormalization training mode (outputs running statistics); the emulator compiles "
                            "inference programs only", r"training mode .* is not supported")
 NON_TENSOR = ExpectedFailure("sequence/optional-typed input: anchors are tensors with static shapes",
-                             r"has no shape, which is not static")
+                             r"(has no shape, which is not static|is an? (sequence|optional|map|sparse tensor) type; the emulator "
+                             r"takes tensors only)")
 ZERO_SIZE = ExpectedFailure("a zero-size input or output tensor: the runtime binds no buffer to a 0-byte anchor "
                             "(and a 0-size leading input dim makes a compiled batch of 0)",
                             r"(anchor is not bound|batch_size: expected an integer in \[1)")

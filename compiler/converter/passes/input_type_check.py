@@ -12,8 +12,9 @@ def input_type_check(model, ctx):
     for inp in runtime_inputs(model.graph):
         kind = inp.type.WhichOneof("value")
         if kind not in (None, "tensor_type"):
-            raise ConversionError(f"{ctx.model_name}: input '{inp.name}' is a {kind.replace('_', ' ')}; the "
-                                  f"emulator takes tensors only")
+            what = kind.replace("_", " ")
+            raise ConversionError(f"{ctx.model_name}: input '{inp.name}' is {'an' if what[0] in 'aeiou' else 'a'} "
+                                  f"{what}; the emulator takes tensors only")
         t = type_of_value_info(inp)
         if t is not None and t.elem_type not in DTYPE_NAMES:
             raise ConversionError(
