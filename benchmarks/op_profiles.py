@@ -26,7 +26,9 @@ def conv_kinds(model) -> Dict[str, str]:
     shapes = {t.name: tuple(t.dims) for t in model.graph.initializer}
     kinds, by_output = {}, {}
     for node in model.graph.node:  # topological order: a producer's kind is known before its consumers
-        if "Conv" in node.op_type and len(node.input) >= 2 and node.input[1] in shapes:
+        if node.op_type == "NchwcWinogradConv":  # its weight is the transformed [(m+2)², ...] tensor
+            kind = "3x3"
+        elif "Conv" in node.op_type and len(node.input) >= 2 and node.input[1] in shapes:
             kind = conv_kind(shapes[node.input[1]])
         elif op_class(node.op_type) == "Elementwise":
             kind = next((by_output[i] for i in node.input if i in by_output), None)

@@ -65,3 +65,11 @@ def test_openvino_layers_are_traced_to_their_onnx_conv():
     assert kind_of_layer("model/bn/mul_1", kinds) == "depthwise 5x5"   # named after the BatchNorm it fused
     assert kind_of_layer("model/relu", kinds) == "depthwise 5x5"
     assert kind_of_layer("model/other", kinds) is None
+
+
+def test_a_winograd_step_is_a_3x3_convolution_whatever_its_transformed_weight_shape():
+    w = numpy_helper.from_array(np.zeros((36, 2, 2, 8, 8), np.float32), "U")
+    graph = helper.make_graph([helper.make_node("NchwcWinogradConv", ["X", "U"], ["Y"], name="conv", domain="ai.tfpopef")],
+                              "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, None)],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)], [w])
+    assert conv_kinds(helper.make_model(graph))["conv"] == "3x3"
