@@ -1,6 +1,9 @@
 """Shared helpers for end-to-end tests: compile with the compiler, run on the emulator runtime,
 compare with onnxruntime (the oracle)."""
 import copy
+import os
+import subprocess
+import sys
 
 import numpy as np
 import onnx
@@ -44,3 +47,17 @@ def conv_attributes_and_output(x_shape, window, out_channels: int, attrs: dict):
         span = attrs["dilations"][d] * (window[d] - 1) + 1
         out.append((x_shape[2 + d] + attrs["pads"][d] + attrs["pads"][spatial + d] - span) // attrs["strides"][d] + 1)
     return attrs, out
+
+
+def run_in_new_process(script: str, **env: str) -> str:
+    """Runs `script` with `python -c` in a new process whose environment adds `env` (the runtime
+    reads TF_POPEF_SIMD and TF_POPEF_NUM_THREADS once per process) and can import the integration
+    tests' modules; asserts that it exits 0 and returns its stdout."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(here))
+    full_env = dict(os.environ, **env)
+    full_env["PYTHONPATH"] = os.pathsep.join([here, root, full_env.get("PYTHONPATH", "")])
+    done = subprocess.run([sys.executable, "-c", script], env=full_env, cwd=root, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout

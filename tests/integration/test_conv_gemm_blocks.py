@@ -5,15 +5,12 @@ batch > 1 on small planes (blocks crossing image boundaries, output scattered ba
 and row splits for narrow products; with groups, strides, dilations, asymmetric pads, 1-D
 and 3-D windows, with and without the fused epilogue (bias + residual sum + activation), and
 at 1, 2 (the default on the 2-core hosts) and 3 pool threads, which change the block counts."""
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from e2e_helpers import conv_attributes_and_output, run_onnxruntime
+from e2e_helpers import conv_attributes_and_output, run_in_new_process, run_onnxruntime
 
 from compiler import Compiler
 from compiler.options import CompilerOptions
@@ -90,16 +87,9 @@ def test_conv_gemm_blocks(name, epilogue):
 def test_conv_gemm_blocks_other_thread_counts(threads):
     """The pool size changes the block and chunk counts: every case again in a process whose
     pool has `threads` threads."""
-    env = dict(os.environ, TF_POPEF_NUM_THREADS=threads)
-    here = os.path.dirname(os.path.abspath(__file__))
     script = ("import test_conv_gemm_blocks as t\n"
               "for name in t.CASES:\n"
               "    for epilogue in (False, True):\n"
               "        t.check_case(name, epilogue)\n"
               "print('checked', len(t.CASES) * 2)\n")
-    root = os.path.dirname(os.path.dirname(here))
-    env["PYTHONPATH"] = os.pathsep.join([here, root, env.get("PYTHONPATH", "")])
-    done = subprocess.run([sys.executable, "-c", script], env=env, cwd=root, capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert f"checked {len(CASES) * 2}" in done.stdout
+    assert f"checked {len(CASES) * 2}" in run_in_new_process(script, TF_POPEF_NUM_THREADS=threads)

@@ -5,15 +5,12 @@ even planes down to 1x1, batch > 1) and the generic kernel's (dilations, other w
 strides, 1-D and 3-D), plain Conv and FusedConv (bias + Clip(0, 6) like MobileNetV2, and
 bias + residual sum + Relu), on the default SIMD path here and in processes forced to the
 portable path and to a 3-thread pool (which changes how the planes are split)."""
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from e2e_helpers import conv_attributes_and_output, run_onnxruntime
+from e2e_helpers import conv_attributes_and_output, run_in_new_process, run_onnxruntime
 
 from compiler import Compiler
 from compiler.options import CompilerOptions
@@ -98,16 +95,9 @@ def test_depthwise_vs_onnxruntime(name, epilogue):
 def test_depthwise_vs_onnxruntime_other_settings(env):
     """Every case again in a process on the portable SIMD path (the generic kernel for every
     shape) or with a 3-thread pool (other plane splits and per-thread strip buffers)."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    root = os.path.dirname(os.path.dirname(here))
     script = ("import test_depthwise_conv as t\n"
               "for name in t.CASES:\n"
               "    for epilogue in t.EPILOGUES:\n"
               "        t.check_case(name, epilogue)\n"
               "print('checked', len(t.CASES) * len(t.EPILOGUES))\n")
-    full_env = dict(os.environ, **env)
-    full_env["PYTHONPATH"] = os.pathsep.join([here, root, full_env.get("PYTHONPATH", "")])
-    done = subprocess.run([sys.executable, "-c", script], env=full_env, cwd=root, capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert f"checked {len(CASES) * len(EPILOGUES)}" in done.stdout
+    assert f"checked {len(CASES) * len(EPILOGUES)}" in run_in_new_process(script, **env)

@@ -6,15 +6,12 @@ batch 1 and 2; the depthwise activation is Relu6 (applied in registers), swish (
 EfficientNet's; applied to each finished row) or none. float32 within 1e-4 of onnxruntime;
 float16 (Converter precision fp16: activations stay float16 through the tiles) within the
 float16 tolerance, on the default SIMD path and in a process forced to the portable one."""
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from e2e_helpers import conv_attributes_and_output, run_onnxruntime
+from e2e_helpers import conv_attributes_and_output, run_in_new_process, run_onnxruntime
 
 from compiler import Compiler
 from compiler.converter import Converter
@@ -95,16 +92,9 @@ def test_blocked_depthwise_vs_onnxruntime(name, precision):
 
 def test_blocked_depthwise_vs_onnxruntime_on_the_portable_path():
     """Every case again in a process on the portable SIMD path (its own build of the tiles)."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    root = os.path.dirname(os.path.dirname(here))
     script = ("import test_nchwc_depthwise as t\n"
               "for name in t.CASES:\n"
               "    for precision in ('fp32', 'fp16'):\n"
               "        t.check_case(name, precision)\n"
               "print('checked', 2 * len(t.CASES))\n")
-    env = dict(os.environ, TF_POPEF_SIMD="portable")
-    env["PYTHONPATH"] = os.pathsep.join([here, root, env.get("PYTHONPATH", "")])
-    done = subprocess.run([sys.executable, "-c", script], env=env, cwd=root, capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert f"checked {2 * len(CASES)}" in done.stdout
+    assert f"checked {2 * len(CASES)}" in run_in_new_process(script, TF_POPEF_SIMD="portable")

@@ -3,15 +3,12 @@
 multiple of the tile) compiled with each Winograd tile forced and with the default policy, run on
 ModelRunner, on the default SIMD path and in a process on the portable path with a 3-thread pool
 (other chunks of tiles)."""
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from e2e_helpers import run_onnxruntime
+from e2e_helpers import run_in_new_process, run_onnxruntime
 
 from compiler import Compiler
 from compiler.kernel_fusion import run_kernel_fusions
@@ -79,16 +76,9 @@ def test_winograd_block_vs_onnxruntime(name, policy):
 
 
 def test_winograd_block_portable_path_three_threads():
-    here = os.path.dirname(os.path.abspath(__file__))
-    root = os.path.dirname(os.path.dirname(here))
     script = ("import test_winograd_conv as t\n"
               "for name in ('resnet_14', 'odd_planes'):\n"
               "    for policy in ('f2x2', 'f4x4'):\n"
               "        t.check_case(name, policy)\n"
               "print('checked 4')\n")
-    env = dict(os.environ, TF_POPEF_SIMD="portable", TF_POPEF_NUM_THREADS="3")
-    env["PYTHONPATH"] = os.pathsep.join([here, root, env.get("PYTHONPATH", "")])
-    done = subprocess.run([sys.executable, "-c", script], env=env, cwd=root, capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "checked 4" in done.stdout
+    assert "checked 4" in run_in_new_process(script, TF_POPEF_SIMD="portable", TF_POPEF_NUM_THREADS="3")
