@@ -135,7 +135,7 @@ class NativeInferenceListener:
                 names.update({f"{model}/{s}": s for s in servable.subgraphs
                               if f"{model}/{s}" not in known})
                 for name, subgraph in names.items():
-                    default, entries = table.setdefault(name, ("", {}))
+                    _, entries = table.setdefault(name, ("", {}))
                     entries[str(version)] = self._entry(model, servable, subgraph)
                     if version == versions[-1]:
                         table[name] = (str(version), entries)
