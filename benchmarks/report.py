@@ -3,9 +3,8 @@ from typing import List
 
 import peer_verdict
 
-FP32_TARGET = 1.5       # target: every fp32 cell within 1.5x onnxruntime's median latency
 FP32_MAX_REL = 1e-4     # tests/models/architecture_checks.py's fp32 tolerance (there against TensorFlow)
-PEAK_TARGET = 0.70      # target: ResNet50 batch 8 at >= 70 % of the measured sgemm peak
+PEAK_TARGET = 1.10      # target: ResNet50 batch 8 at >= 110 % of the measured sgemm peak (direct-conv FLOPs)
 
 
 def _table(header: List[str], align: str, rows: List[List[str]]) -> List[str]:
@@ -43,16 +42,15 @@ def latency_section(cells, peak) -> List[str]:
     for c in cells:
         ort16 = _ms(c["onnxruntime_fp16"]) if c["onnxruntime_fp16"] else "does not run"
         ratio = c["ratio_to_onnxruntime"]
-        mark = " ✗" if c["precision"] == "fp32" and ratio > FP32_TARGET else ""
         rows.append([c["label"], str(c["batch"]), c["precision"], _ms(c["ours"]), _ms(c["onnxruntime_fp32"]),
-                     f"**{ratio:.2f}**{mark}", ort16, _ms(c["tensorflow_fp32"]), f"{c['ratio_to_tensorflow']:.2f}",
+                     f"**{ratio:.2f}**", ort16, _ms(c["tensorflow_fp32"]), f"{c['ratio_to_tensorflow']:.2f}",
                      f"{_worst_error(c['errors_vs_onnxruntime_fp32']['ours']):.1e}", str(c["ours"]["iterations"])])
     out = _table(["model", "batch", "precision", "ModelRunner median / p90 ms", "onnxruntime fp32 median / p90 ms",
                   "ratio to onnxruntime", "onnxruntime fp16 median / p90 ms", "TensorFlow fp32 median / p90 ms",
                   "ratio to TensorFlow", "ModelRunner max rel err vs onnxruntime fp32", "iterations"],
                  ["---", "---:", "---", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:"], rows)
-    out += ["", f"✗: fp32 cell above the {FP32_TARGET}× target. fp16 rows time our fp16 PopEF against onnxruntime's "
-            "fp32 model (the ratio) and its fp16 model where its CPU provider runs it."]
+    out += ["", "onnxruntime alone, for reference (the targets are held against the best peer, above). fp16 rows time "
+            "our fp16 PopEF against onnxruntime's fp32 model (the ratio) and its fp16 model where its CPU provider runs it."]
     reasons = {c["onnxruntime_fp16_error"] for c in cells if c["onnxruntime_fp16_error"]}
     for reason in sorted(reasons):
         out.append(f"onnxruntime fp16 fails: `{reason}`")
