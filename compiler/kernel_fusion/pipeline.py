@@ -13,10 +13,16 @@ KERNEL_FUSION_PIPELINE: List[str] = [
     "fold_scale_into_matmul",        # attention's scores·(1/√d) Mul -> the query projection's weights
     "merge_transposes_across_unit_reshape",  # Transpose -> Reshape(size-1 axes) -> Transpose: one Transpose
     "fuse_layernorm",                # decomposed mean/variance/rsqrt/affine chain -> LayerNormalization
+    "sink_transposes_below_elementwise",  # Add(T(a), T(b)) -> T(Add(a, b)): ConvNeXt's stream channels last
+    "fuse_consecutive_transposes",   # what the sinking left back to back (converter passes, rerun here)
+    "eliminate_nop_transpose",
+    "dead_code_elimination",         # the Transposes those two left unread
+    "per_channel_affine_to_depthwise_conv",  # DenseNet's pre-activation BN Mul -> Add: a 1x1 depthwise Conv
     "hoist_matmul_reshape",          # MatMul -> Reshape(keeps N) -> epilogue: the Reshape moves to the input
     "fuse_epilogue",                 # Conv/Gemm/MatMul + bias + sum + activation -> FusedConv/FusedGemm/FusedMatMul
     "fuse_elementwise_chain",        # what elementwise chains remain -> FusedElementwise (one loop)
     "to_nchwc_layout",               # conv chains (FusedConv...) -> NCHW8c blocked layout; sees the fused ops
+    "fold_transposes_into_nchwc_reorders",  # ToNchwc(T to NCHW), T(FromNchwc) to NHWC -> channels_last reorders
     "to_winograd_conv",              # 3x3 stride-1 NchwcConvs -> NchwcWinogradConv (transformed weights)
 ]
 BLOCKED_LAYOUT_PASS = "to_nchwc_layout"  # left out of KERNEL_FUSION_PIPELINE by CompilerOptions.blocked_layout=False

@@ -27,26 +27,38 @@ def _require_output(ctx: NodeContext, expected) -> None:
                         f"{list(expected)}")
 
 
+def _channels_last(ctx: NodeContext) -> dict:
+    """The reorders' attrs: {"channels_last": 1} when the plain side is [N, H, W, C], else none."""
+    value = ctx.attr("channels_last", 0)
+    if value not in (0, 1):
+        raise ctx.error(f"attribute 'channels_last' is {value}, expected 0 or 1")
+    return {"channels_last": 1} if value else {}
+
+
 @lowering_rule(f"{DOMAIN}::ToNchwc")
 def lower_to_nchwc(ctx: NodeContext) -> KernelCall:
-    """[N, C, H, W] (C % 8 == 0) -> [N, C/8, H, W, 8]."""
+    """[N, C, H, W] (C % 8 == 0; channels_last: [N, H, W, C]) -> [N, C/8, H, W, 8]."""
     ctx.require_inputs(1)
     ctx.require_dtypes(FLOATS)
+    attrs = _channels_last(ctx)
     x = list(ctx.input_type(0).shape)
-    if not nchwc.can_block(x):
+    layout = "[N, H, W, C]" if attrs else "[N, C, H, W]"
+    if len(x) != 4 or not nchwc.can_block(nchwc.channels_first(x) if attrs else x):
         raise ctx.error(f"input '{ctx.node.input[0]}' has shape {ctx.input_type(0).shape_text()}; ToNchwc takes "
-                        f"[N, C, H, W] with C a multiple of {nchwc.BLOCK}")
-    _require_output(ctx, nchwc.blocked_shape(x))
-    return KernelCall("ToNchwc", [ctx.node.input[0]])
+                        f"{layout} with C a multiple of {nchwc.BLOCK}")
+    _require_output(ctx, nchwc.blocked_shape(nchwc.channels_first(x) if attrs else x))
+    return KernelCall("ToNchwc", [ctx.node.input[0]], attrs)
 
 
 @lowering_rule(f"{DOMAIN}::FromNchwc")
 def lower_from_nchwc(ctx: NodeContext) -> KernelCall:
-    """[N, Cb, H, W, 8] -> [N, Cb*8, H, W]."""
+    """[N, Cb, H, W, 8] -> [N, Cb*8, H, W] (channels_last: [N, H, W, Cb*8])."""
     ctx.require_inputs(1)
     ctx.require_dtypes(FLOATS)
-    _require_output(ctx, nchwc.plain_shape(_blocked_input(ctx)))
-    return KernelCall("FromNchwc", [ctx.node.input[0]])
+    attrs = _channels_last(ctx)
+    plain = nchwc.plain_shape(_blocked_input(ctx))
+    _require_output(ctx, nchwc.channels_last(plain) if attrs else plain)
+    return KernelCall("FromNchwc", [ctx.node.input[0]], attrs)
 
 
 @lowering_rule(f"{DOMAIN}::NchwcConv")

@@ -19,6 +19,8 @@ or float16 (all of a node's tensors one type), a blocked tensor being [N, C/8, H
 
   ToNchwc(X)                     [N, C, H, W] (C % 8 == 0) -> [N, C/8, H, W, 8]
   FromNchwc(X)                   [N, Cb, H, W, 8] -> [N, Cb*8, H, W]
+                                 (both: channels_last = 1 makes the plain side [N, H, W, C], a
+                                 Transpose folded in by fold_transposes_into_nchwc_reorders)
   NchwcConv(X, W, [B], [Sum])    kernel_shape strides dilations pads group + the epilogue's
                                  attributes; X blocked (group 1: W [M/G, C/8, KH, KW, 8, G],
                                  G = 16 output channels per group when M % 16 == 0, else 8;
@@ -160,14 +162,21 @@ def _attr_reader(ctx):
     return attr
 
 
+def _channels_last(ctx) -> bool:
+    return bool(_attr_reader(ctx)("channels_last", 0))
+
+
 def _infer_to_nchwc(ctx) -> None:
     x = _static_shape(ctx, 0)
+    if x is not None and _channels_last(ctx):
+        x = nchwc.channels_first(x)
     _set_output(ctx, nchwc.blocked_shape(x) if x is not None and nchwc.can_block(x) else None)
 
 
 def _infer_from_nchwc(ctx) -> None:
     x = _static_shape(ctx, 0)
-    _set_output(ctx, nchwc.plain_shape(x) if x is not None and len(x) == 5 and x[4] == nchwc.BLOCK else None)
+    shape = nchwc.plain_shape(x) if x is not None and len(x) == 5 and x[4] == nchwc.BLOCK else None
+    _set_output(ctx, nchwc.channels_last(shape) if shape is not None and _channels_last(ctx) else shape)
 
 
 def nchwc_conv_output_shape(x: Sequence[int], w: Sequence[int], attr) -> tuple:
@@ -248,9 +257,10 @@ def _nchwc_schemas() -> List[defs.OpSchema]:
     window = [("kernel_shape", ints, "[KH, KW]"), ("strides", ints, "[sh, sw]"), ("dilations", ints, "[dh, dw]"),
               ("pads", ints, "[top, left, bottom, right]")]
     x = ("X", "", False)
+    channels_last = ("channels_last", defs.OpSchema.AttrType.INT, "1: the plain side is [N, H, W, C]")
     return [
-        _nchwc_schema("ToNchwc", "[N, C, H, W] -> [N, C/8, H, W, 8]", [x], [], _infer_to_nchwc),
-        _nchwc_schema("FromNchwc", "[N, Cb, H, W, 8] -> [N, Cb*8, H, W]", [x], [], _infer_from_nchwc),
+        _nchwc_schema("ToNchwc", "[N, C, H, W] -> [N, C/8, H, W, 8]", [x], [channels_last], _infer_to_nchwc),
+        _nchwc_schema("FromNchwc", "[N, Cb, H, W, 8] -> [N, Cb*8, H, W]", [x], [channels_last], _infer_from_nchwc),
         _nchwc_schema("NchwcConv", "act(conv(X, W) + B + Sum), blocked output",
                       [x, ("W", "blocked weights", False), ("B", "[M]", True), ("Sum", "Y's shape", True)],
                       window + [("group", defs.OpSchema.AttrType.INT, "1, or C (depthwise)"),

@@ -30,6 +30,18 @@ def plain_shape(shape: Sequence[int]) -> Tuple[int, ...]:
     return (n, cb * BLOCK, h, w)
 
 
+def channels_last(shape: Sequence[int]) -> Tuple[int, ...]:
+    """[N, C, H, W] -> [N, H, W, C]."""
+    n, c, h, w = shape
+    return (n, h, w, c)
+
+
+def channels_first(shape: Sequence[int]) -> Tuple[int, ...]:
+    """[N, H, W, C] -> [N, C, H, W]."""
+    n, h, w, c = shape
+    return (n, c, h, w)
+
+
 def conv_variant(x_rank: int, group: int) -> Optional[str]:
     """The variant an NchwcConv with an X of rank `x_rank` is (None: no variant has that X)."""
     if x_rank == 5:

@@ -490,6 +490,42 @@ KERNEL_TEST(NchwcReorders_RoundTrip_MatchTheLayout) {
       .ExpectError(kInvalid, "blocked tensor");
 }
 
+// channels_last = 1: the plain side is [N, H, W, C]. 24 channels (3 blocks) by 1500 pixels: a
+// float32 strip holds 341 pixels, so the last strip of each image is partial.
+KERNEL_TEST(NchwcReorders_ChannelsLast_MatchTheLayout) {
+  const int64_t n = 2, c = 24, h = 30, w = 50;
+  for (DType dtype : {F32, F16}) {
+    const auto nhwc = (dtype == F16 ? AsFloat16 : AsFloat32)(RandomValues(n * h * w * c, -1, 1, 15001));
+    std::vector<double> nchw(nhwc.size());
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t p = 0; p < h * w; ++p)
+        for (int64_t ch = 0; ch < c; ++ch) nchw[(i * c + ch) * h * w + p] = nhwc[(i * h * w + p) * c + ch];
+    const auto blocked = ToBlocked(nchw, n, c, h * w);
+    KernelTester("ToNchwc")
+        .Attr("channels_last", 1)
+        .AddInput(dtype, {n, h, w, c}, nhwc)
+        .AddOutput(dtype, {n, c / B, h, w, B}, blocked)
+        .Tolerance(0, 0)
+        .Run();
+    KernelTester("FromNchwc")
+        .Attr("channels_last", 1)
+        .AddInput(dtype, {n, c / B, h, w, B}, blocked)
+        .AddOutput(dtype, {n, h, w, c}, nhwc)
+        .Tolerance(0, 0)
+        .Run();
+  }
+  KernelTester("FromNchwc")
+      .Attr("channels_last", 1)
+      .AddInput(F32, {1, 2, 2, 3, 8}, std::vector<double>(96))
+      .AddOutput(F32, {1, 16, 2, 3}, std::vector<double>(96))
+      .ExpectError(kInvalid, "output Y has shape [1, 16, 2, 3]");
+  KernelTester("ToNchwc")
+      .Attr("channels_last", 2)
+      .AddInput(F32, {1, 2, 3, 16}, std::vector<double>(96))
+      .AddOutput(F32, {1, 2, 2, 3, 8}, std::vector<double>(96))
+      .ExpectError(kInvalid, "attribute 'channels_last' must be 0 or 1");
+}
+
 }  // namespace
 }  // namespace test
 }  // namespace tfpopef

@@ -491,6 +491,43 @@ KERNEL_TEST(Normalization_And_Reduce_LargeTensors_VsReference) {
   KernelTester("GlobalAveragePool").AddInput(F32, s, x).AddOutput(F32, {4, 96, 1, 1}, mean_hw).Tolerance(1e-6, 1e-6).Run();
 }
 
+// Row lengths around the 16- and 8-float steps (tails of every size), ConvNeXt's and BERT's
+// widths, and rows whose mean is large against their spread (the split float mean must keep
+// the deviations), fp32 and fp16, on every SIMD path.
+KERNEL_TEST(LayerNorm_Rows_BothPaths_VsReference) {
+  ForEachSimdPath([&] {
+    for (int64_t inner : {1, 7, 15, 17, 96, 256, 769}) {
+      for (const double offset : {0.0, 1000.0}) {
+        const int64_t outer = 37;
+        const double spread = offset > 0 ? 0.01 : 3.0;
+        auto x = AsFloat32(RandomValues(outer * inner, -spread, spread, 600 + inner));
+        for (double& v : x) v = static_cast<double>(static_cast<float>(v + offset));
+        const auto scale = AsFloat32(RandomValues(inner, 0.5, 1.5, 700 + inner));
+        const auto bias = AsFloat32(RandomValues(inner, -1, 1, 800 + inner));
+        std::vector<double> want(x.size());
+        for (int64_t o = 0; o < outer; ++o) {
+          double mean = 0, var = 0;
+          for (int64_t i = 0; i < inner; ++i) mean += x[o * inner + i];
+          mean /= inner;
+          for (int64_t i = 0; i < inner; ++i) var += (x[o * inner + i] - mean) * (x[o * inner + i] - mean);
+          var /= inner;
+          for (int64_t i = 0; i < inner; ++i)
+            want[o * inner + i] = (x[o * inner + i] - mean) / std::sqrt(var + 1e-6) * scale[i] + bias[i];
+        }
+        // A few float roundings of normalized values up to ~2 (the reference reads the same
+        // float inputs, so the offset rows need no more).
+        const double tol = 1e-5;
+        KernelTester("LayerNormalization")
+            .Attr("axis", 1).Attr("epsilon", 1e-6).Attr("mean_output", 0).Attr("inv_std_dev_output", 0)
+            .AddInput(F32, {outer, inner}, x).AddInput(F32, {inner}, scale).AddInput(F32, {inner}, bias)
+            .AddOutput(F32, {outer, inner}, want)
+            .Tolerance(tol, tol)
+            .Run();
+      }
+    }
+  });
+}
+
 KERNEL_TEST(Transpose_Cast_LargeTensors_VsReference) {
   const Shape s = {3, 40, 37, 29};
   const auto x = AsFloat32(RandomValues(NumElements(s), -100, 100, 55));

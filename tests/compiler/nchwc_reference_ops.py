@@ -167,15 +167,16 @@ def _window(strides, dilations, pads):
 class ToNchwc(OpRun):
     op_domain = DOMAIN
 
-    def _run(self, x):
-        return (to_blocked(x),)
+    def _run(self, x, channels_last=None):
+        return (to_blocked(x.transpose(0, 3, 1, 2) if channels_last else x),)
 
 
 class FromNchwc(OpRun):
     op_domain = DOMAIN
 
-    def _run(self, x):
-        return (from_blocked(x),)
+    def _run(self, x, channels_last=None):
+        y = from_blocked(x)
+        return (y.transpose(0, 2, 3, 1) if channels_last else y,)
 
 
 class NchwcConv(OpRun):

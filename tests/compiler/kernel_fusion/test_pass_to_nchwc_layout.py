@@ -150,8 +150,8 @@ def test_mobilenet_v2_block_pass_alone():
 
 def test_mobilenet_v2_block_after_the_kernel_fusions():
     model = mobilenet_v2_block()
-    # it sees what fuse_epilogue / fuse_elementwise_chain wrote (only to_winograd_conv, on its output, follows)
-    assert KERNEL_FUSION_PIPELINE[-2:] == [PASS, "to_winograd_conv"]
+    # it sees what fuse_epilogue / fuse_elementwise_chain wrote (only passes on its output follow)
+    assert KERNEL_FUSION_PIPELINE[-3:] == [PASS, "fold_transposes_into_nchwc_reorders", "to_winograd_conv"]
     out = run_kernel_fusions(model)
     assert op_types(out) == ["NchwcConv"] * 5 + ["ReduceMean", "FromNchwc"]
     project = node_named(out, "project")
@@ -410,7 +410,9 @@ def densenet_layer():
 def test_densenet_pre_activation_and_concatenations_stay_blocked():
     net = densenet_layer()
     model = net.model([("X", F32, [2, 8, 6, 6])], ["Y"])
-    out = run_kernel_fusions(model)
+    # without per_channel_affine_to_depthwise_conv, which would make the Mul/Add depthwise convolutions
+    # (test_pass_per_channel_affine.py)
+    out = run_pass(model, [p for p in KERNEL_FUSION_PIPELINE if p != "per_channel_affine_to_depthwise_conv"])
     # one conversion in (the graph input), one out (the graph output): no Mul/Add/Relu/Concat reads NCHW
     assert counts(out) == {"ToNchwc": 1, "NchwcConv": 5, "Mul": 4, "Add": 4, "Relu": 4, "Concat": 3,
                            "NchwcAveragePool": 1, "FromNchwc": 1}

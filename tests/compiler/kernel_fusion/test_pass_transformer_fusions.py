@@ -1,6 +1,6 @@
 """The transformer fusions of the kernel-fusion pipeline: hoist_matmul_reshape (Keras Dense's
 Tensordot Reshape moved off the MatMul's output so bias + Gelu + residual fuse into
-FusedMatMul) and fuse_layernorm (a decomposed last-axis layer normalization -> one
+FusedMatMul) and fuse_layernorm (a decomposed last-axis or channel layer normalization -> one
 LayerNormalization). Each case checks the graph after the passes, then compiles the original
 model (the compile step runs the fusions) and compares the emulator with onnxruntime running
 the original, unfused model, in fp32 and fp16; the forms are the node chains tf2onnx emits
@@ -190,14 +190,81 @@ def test_layernorm_then_dense_gelu_dense_residual_is_three_kernels():
 
 
 def test_layernorm_over_a_middle_axis_is_left_alone():
+    """Axis 2 of [N, C, H, W] is neither the channels nor the last axis."""
     rng = np.random.default_rng(4)
     nodes, inits = layernorm_nodes("reducemean_pow_div", "X", "Y", 16, rng)
     for node in nodes:
         if node.op_type == "ReduceMean":
             del node.attribute[:]
-            node.attribute.append(helper.make_attribute("axes", [1]))
-    model = make_model(nodes, [("X", F32, [2, 16, 16])], [("Y", F32, [2, 16, 16])], inits, opset=17)
+            node.attribute.append(helper.make_attribute("axes", [2]))
+    inits["ln_gamma"] = inits["ln_gamma"].reshape(16, 1)
+    inits["ln_beta"] = inits["ln_beta"].reshape(16, 1)
+    model = make_model(nodes, [("X", F32, [2, 3, 16, 4])], [("Y", F32, [2, 3, 16, 4])], inits, opset=17)
     assert "LayerNormalization" not in op_types(run_pass(model, "fuse_layernorm"))
+
+
+def channel_layernorm_nodes(x, y, channels, rng, beta=True):
+    """ConvNeXt's LayerNorm over the channels of an NCHW tensor as tf2onnx writes it (Keras
+    LayerNormalization on NHWC with the layout transposes pushed to the convolution)."""
+    n = helper.make_node
+    nodes = [n("ReduceMean", [x], ["cn_mean"], axes=[1]), n("Neg", ["cn_mean"], ["cn_nm"]),
+             n("Sub", [x, "cn_mean"], ["cn_d"]), n("Mul", ["cn_d", "cn_d"], ["cn_sq"]),
+             n("ReduceMean", ["cn_sq"], ["cn_var"], axes=[1]), n("Add", ["cn_var", "cn_eps"], ["cn_ve"]),
+             n("Sqrt", ["cn_ve"], ["cn_s"]), n("Reciprocal", ["cn_s"], ["cn_r"]),
+             n("Mul", ["cn_r", "cn_gamma"], ["cn_m"]), n("Mul", [x, "cn_m"], ["cn_xm"]),
+             n("Mul", ["cn_nm", "cn_m"], ["cn_b"])]
+    inits = {"cn_eps": np.full((1, 1, 1, 1), 1e-6, np.float32),
+             "cn_gamma": rng.uniform(0.5, 1.5, (1, channels, 1, 1)).astype(np.float32)}
+    if beta:
+        nodes += [n("Add", ["cn_b", "cn_beta"], ["cn_c"]), n("Add", ["cn_xm", "cn_c"], [y])]
+        inits["cn_beta"] = rng.standard_normal((1, channels, 1, 1)).astype(np.float32)
+    else:
+        nodes += [n("Add", ["cn_xm", "cn_b"], [y])]
+    return nodes, inits
+
+
+@pytest.mark.parametrize("beta", [True, False])
+def test_channel_layernorm_becomes_layernormalization_between_transposes(beta):
+    rng = np.random.default_rng(7)
+    nodes, inits = channel_layernorm_nodes("X", "Y", 16, rng, beta)
+    model = make_model(nodes, [("X", F32, [2, 16, 3, 5])], [("Y", F32, [2, 16, 3, 5])], inits, opset=17)
+    fused = run_pass(model, "fuse_layernorm")
+    assert op_types(fused) == ["Transpose", "LayerNormalization", "Transpose"]
+    perms = [list(helper.get_attribute_value(n.attribute[0])) for n in fused.graph.node if n.op_type == "Transpose"]
+    assert perms == [[0, 2, 3, 1], [0, 3, 1, 2]]
+    check_numerics(model)
+
+
+def test_channel_layernorm_into_a_channels_last_transpose_writes_it():
+    """ConvNeXt's block: the normalized NCHW tensor goes channels last into the pointwise
+    MatMul; the LayerNormalization writes that Transpose's output (one Transpose, not three)."""
+    rng = np.random.default_rng(8)
+    nodes, inits = channel_layernorm_nodes("X", "H", 8, rng)
+    nodes += [helper.make_node("Transpose", ["H"], ["T"], perm=[0, 2, 3, 1]),
+              helper.make_node("MatMul", ["T", "W"], ["Y"])]
+    inits["W"] = (rng.standard_normal((8, 12)) * 0.4).astype(np.float32)
+    model = make_model(nodes, [("X", F32, [2, 8, 4, 6])], [("Y", F32, [2, 4, 6, 12])], inits, opset=17)
+    fused = run_pass(model, "fuse_layernorm")
+    assert op_types(fused) == ["Transpose", "LayerNormalization", "MatMul"]
+    assert fused.graph.node[1].output[0] == "T"
+    check_numerics(model)
+
+
+def test_channel_layernorm_read_twice_keeps_its_transpose_back():
+    """A second reader of the normalized NCHW tensor still gets it: the channels-last Transpose
+    after it is not cancelled."""
+    rng = np.random.default_rng(9)
+    nodes, inits = channel_layernorm_nodes("X", "H", 8, rng)
+    nodes += [helper.make_node("Transpose", ["H"], ["Y"], perm=[0, 2, 3, 1]),
+              helper.make_node("Relu", ["H"], ["Z"])]
+    model = make_model(nodes, [("X", F32, [1, 8, 4, 6])], [("Y", F32, [1, 4, 6, 8]), ("Z", F32, [1, 8, 4, 6])],
+                       inits, opset=17)
+    fused = run_pass(model, "fuse_layernorm")
+    assert op_types(fused) == ["Transpose", "LayerNormalization", "Transpose", "Transpose", "Relu"]
+    feeds = _feeds(model)
+    got = ModelRunner(Compiler.compile(model), RuntimeConfig()).execute(feeds)
+    for name, want in zip(["Y", "Z"], ort_run(model, feeds)):
+        np.testing.assert_allclose(got[name], want, rtol=1e-4, atol=1e-4)
 
 
 def test_layernorm_stops_at_an_intermediate_graph_output():
