@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tests/cc/kernel_tester.h"
+#include "tests/cc/scoped_env.h"
 #include "tf_popef_op/runtime/cc/base/error.h"
 #include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
 
@@ -175,27 +176,6 @@ KERNEL_TEST(ThreadPool_ConcurrentCallers) {
   for (auto& c : callers) c.join();
   for (int t = 0; t < kCallers; ++t) EXPECT_TRUE(wrong[t] == 0);
 }
-
-// Sets TF_POPEF_NUM_THREADS for the scope and restores it.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* old = std::getenv(name);
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (had_) setenv(name_, old_.c_str(), 1);
-    else unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  bool had_ = false;
-  std::string old_;
-};
 
 KERNEL_TEST(ThreadPool_SizeFromEnvironment) {
   {

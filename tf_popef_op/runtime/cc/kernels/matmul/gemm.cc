@@ -3,6 +3,8 @@
 // broadcast C and then SGEMM accumulates into it with BLAS's beta, so no temporary is needed.
 // When beta == 0 C is not read at all (BLAS semantics, as onnxruntime does), so a C holding
 // inf/nan does not leak into Y. float16 goes through the float32 kernel (fp16_adapter.h).
+// With A not transposed and C absent or a row [N] (a dense layer's bias), the product runs on
+// the packed GEMM instead (packed_gemm_kernel.h), float16 included, where it is the faster one.
 // Also the internal op FusedGemm (docs/popef.md, internal ops): inputs A, B, then C when attr
 // has_bias = 1, then Sum [M, N] when has_sum = 1; Y = activation(Gemm(A, B, C) + Sum), the
 // sum and activation applied by the epilogue (epilogue.h) to each SGEMM block of Y.
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "tf_popef_op/runtime/cc/kernels/kernel_checks.h"
+#include "tf_popef_op/runtime/cc/kernels/matmul/packed_gemm_kernel.h"
 #include "tf_popef_op/runtime/cc/kernels/support/blas_gemm.h"
 #include "tf_popef_op/runtime/cc/kernels/support/broadcast.h"
 #include "tf_popef_op/runtime/cc/kernels/support/epilogue.h"
@@ -74,7 +77,8 @@ class GemmKernel final : public Kernel {
   const BroadcastPlan<1> c_plan_;  // C -> [M, N]; unused without C
 };
 
-std::unique_ptr<Kernel> CreateFloat32Gemm(const KernelSpec& spec, bool fused) {
+// Checks the step (any float dtype: only shapes are read) and prepares its kernel.
+std::unique_ptr<Kernel> CreateGemmKernel(const KernelSpec& spec, bool fused) {
   const auto& a = spec.inputs[0].shape;
   const auto& b = spec.inputs[1].shape;
   if (a.size() != 2 || b.size() != 2)
@@ -116,19 +120,35 @@ std::unique_ptr<Kernel> CreateFloat32Gemm(const KernelSpec& spec, bool fused) {
                                                    " cannot be broadcast to the output " + ShapeToString(out));
     p.use_c = p.beta != 0.0f;
   }
-  return std::make_unique<GemmKernel>(p, MakeBroadcastPlan<1>(out, {c_shape}, spec.Where()));
+  const bool c_is_row =  // [N] or [1, N]: the packed GEMM's bias
+      !p.use_c || (Product(c_shape) == p.n && (c_shape.size() == 1 || (c_shape.size() == 2 && c_shape[0] == 1)));
+  if (!p.trans_a && c_is_row) {
+    PackedGemmStep step;
+    step.m = p.m;
+    step.n = p.n;
+    step.k = p.k;
+    step.trans_b = p.trans_b;
+    step.alpha = p.alpha;
+    step.beta = p.beta;
+    step.bias_input = p.use_c ? 2 : -1;
+    step.sum_input = p.has_sum ? (p.has_c ? 3 : 2) : -1;
+    step.epilogue = p.epilogue;
+    if (std::unique_ptr<Kernel> packed = MaybeCreatePackedGemm(spec, step)) return packed;
+  }
+  BroadcastPlan<1> c_plan = MakeBroadcastPlan<1>(out, {c_shape}, spec.Where());
+  return WithFloat16Support(spec, [&](const KernelSpec&) { return std::make_unique<GemmKernel>(p, c_plan); });
 }
 
 std::unique_ptr<Kernel> CreateGemm(const KernelSpec& spec) {
   CheckArity(spec, 2, 3, 1);
   CheckSameDType(spec, {DType::kFloat32, DType::kFloat16});
-  return WithFloat16Support(spec, [](const KernelSpec& s) { return CreateFloat32Gemm(s, false); });
+  return CreateGemmKernel(spec, false);
 }
 
 std::unique_ptr<Kernel> CreateFusedGemm(const KernelSpec& spec) {
   CheckArity(spec, 2, 4, 1);
   CheckSameDType(spec, {DType::kFloat32, DType::kFloat16});
-  return WithFloat16Support(spec, [](const KernelSpec& s) { return CreateFloat32Gemm(s, true); });
+  return CreateGemmKernel(spec, true);
 }
 
 }  // namespace

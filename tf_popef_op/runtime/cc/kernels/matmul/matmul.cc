@@ -3,7 +3,9 @@
 // Each batch entry is one SGEMM; the batch loop walks a BroadcastPlan whose "elements" are
 // whole matrices. When B is shared by every batch entry and A's batches are contiguous
 // ([..., M, K] x [K, N], the common dense-layer case) the batches are folded into M and a
-// single SGEMM runs. float16 goes through the float32 kernel (fp16_adapter.h).
+// single SGEMM runs. float16 goes through the float32 kernel (fp16_adapter.h). The packed GEMM
+// (packed_gemm_kernel.h) runs instead, float16 included, where it is the faster one: with one
+// B for all batch entries (batches folded into M) or with A and B of the same batch dims.
 // Also the internal op FusedMatMul (docs/popef.md, internal ops): inputs A, B, then a bias [N]
 // (added to every row) when attr has_bias = 1, then Sum (the output's shape) when has_sum = 1;
 // Y = activation(A·B + bias + Sum), applied by the epilogue (epilogue.h) to each SGEMM block.
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "tf_popef_op/runtime/cc/kernels/kernel_checks.h"
+#include "tf_popef_op/runtime/cc/kernels/matmul/packed_gemm_kernel.h"
 #include "tf_popef_op/runtime/cc/kernels/support/blas_gemm.h"
 #include "tf_popef_op/runtime/cc/kernels/support/broadcast.h"
 #include "tf_popef_op/runtime/cc/kernels/support/epilogue.h"
@@ -73,7 +76,8 @@ class MatMulKernel final : public Kernel {
   const Epilogue epilogue_;
 };
 
-std::unique_ptr<Kernel> CreateFloat32MatMul(const KernelSpec& spec, bool fused) {
+// Checks the step (any float dtype: only shapes are read) and prepares its kernel.
+std::unique_ptr<Kernel> CreateMatMulKernel(const KernelSpec& spec, bool fused) {
   const auto& a = spec.inputs[0].shape;
   const auto& b = spec.inputs[1].shape;
   if (a.empty() || b.empty())
@@ -120,19 +124,35 @@ std::unique_ptr<Kernel> CreateFloat32MatMul(const KernelSpec& spec, bool fused) 
   } else if (spec.inputs.size() != 2) {
     throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": MatMul takes 2 inputs");
   }
-  return std::make_unique<MatMulKernel>(std::move(plan), m, n, k, fold, has_bias, has_sum, epilogue);
+  // The packed GEMM takes one B for every batch entry (the batches folded into M: rows of A and
+  // Y follow on) or one B per batch entry of A (no broadcasting: attention's products).
+  const bool one_b = !b_vector && Product(b_batch) == 1;
+  if (one_b || (!a_vector && !b_vector && a_batch == b_batch)) {
+    PackedGemmStep step;
+    step.m = one_b ? num_batches * m : m;
+    step.batches = one_b ? 1 : num_batches;
+    step.n = n;
+    step.k = k;
+    step.bias_input = has_bias ? 2 : -1;
+    step.sum_input = has_sum ? (has_bias ? 3 : 2) : -1;
+    step.epilogue = epilogue;
+    if (std::unique_ptr<Kernel> packed = MaybeCreatePackedGemm(spec, step)) return packed;
+  }
+  return WithFloat16Support(spec, [&](const KernelSpec&) {
+    return std::make_unique<MatMulKernel>(plan, m, n, k, fold, has_bias, has_sum, epilogue);
+  });
 }
 
 std::unique_ptr<Kernel> CreateMatMul(const KernelSpec& spec) {
   CheckArity(spec, 2, 2, 1);
   CheckSameDType(spec, {DType::kFloat32, DType::kFloat16});
-  return WithFloat16Support(spec, [](const KernelSpec& s) { return CreateFloat32MatMul(s, false); });
+  return CreateMatMulKernel(spec, false);
 }
 
 std::unique_ptr<Kernel> CreateFusedMatMul(const KernelSpec& spec) {
   CheckArity(spec, 2, 4, 1);
   CheckSameDType(spec, {DType::kFloat32, DType::kFloat16});
-  return WithFloat16Support(spec, [](const KernelSpec& s) { return CreateFloat32MatMul(s, true); });
+  return CreateMatMulKernel(spec, true);
 }
 
 }  // namespace

@@ -1,0 +1,151 @@
+#include "tf_popef_op/runtime/cc/kernels/matmul/packed_gemm.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <type_traits>
+
+#include "tf_popef_op/runtime/cc/base/half.h"
+#include "tf_popef_op/runtime/cc/kernels/support/fp16_convert.h"
+
+namespace tfpopef {
+namespace kernels {
+namespace {
+
+constexpr int64_t kMaxTileRows = 8;  // the most rows of any build's tile (stack buffers)
+
+inline float ToFloat(float v) { return v; }
+inline float ToFloat(uint16_t v) { return HalfToFloat(v); }
+
+}  // namespace
+
+PackedLayout PackedLayoutFor(const PackedGemmTileFns& tiles, int64_t k, int64_t n) {
+  PackedLayout layout;
+  layout.k = k;
+  layout.n = n;
+  layout.panel_width = tiles.panel_width;
+  layout.lanes = tiles.lanes;
+  return layout;
+}
+
+template <typename T>
+void PackB(const PackedLayout& layout, const T* b, int64_t ldb, bool trans_b, float alpha, float* out) {
+  const int64_t k = layout.k, n = layout.n;
+  for (int64_t j0 = 0; j0 < n; j0 += layout.panel_width) {
+    const int64_t width = layout.stored_width(j0), cols = std::min(width, n - j0);
+    float* panel = out + j0 * k;
+    for (int64_t p = 0; p < k; ++p) {
+      float* row = panel + p * width;
+      if (trans_b) {
+        for (int64_t j = 0; j < cols; ++j) row[j] = alpha * ToFloat(b[(j0 + j) * ldb + p]);
+      } else {
+        const T* src = b + p * ldb + j0;
+        for (int64_t j = 0; j < cols; ++j) row[j] = alpha * ToFloat(src[j]);
+      }
+      std::fill(row + cols, row + width, 0.0f);
+    }
+  }
+}
+
+template void PackB<float>(const PackedLayout&, const float*, int64_t, bool, float, float*);
+template void PackB<uint16_t>(const PackedLayout&, const uint16_t*, int64_t, bool, float, float*);
+
+template <typename T>
+void RunPackedGemm(const PackedGemmTileFns& tiles, const PackedGemmArgs<T>& args, ThreadPool& pool) {
+  constexpr bool kHalf = std::is_same_v<T, uint16_t>;
+  const PackedLayout& b = args.b;
+  const int64_t m = args.m, n = b.n, k = b.k, rows = tiles.rows;
+  const int64_t strips = (m + rows - 1) / rows;
+  const int64_t blocks = (n + kPackedGemmBlockColumns - 1) / kPackedGemmBlockColumns;
+  const bool finish = args.bias != nullptr || args.sum != nullptr || !args.epilogue.is_identity();
+
+  // Unit u: product u / (blocks·strips), then column block, then row strip (consecutive units
+  // of a thread share the column block's packed B).
+  auto run_units = [&](int64_t u0, int64_t u1) {
+    alignas(64) float a_strip[kHalf ? kMaxTileRows * kPackedGemmBlockDepth : 1];  // float16 A, widened
+    alignas(64) float c_strip[kHalf ? kMaxTileRows * kPackedGemmBlockColumns : 1];  // float16 C
+    alignas(64) float bias_block[kPackedGemmBlockColumns];
+    alignas(64) float sum_row[kHalf ? kPackedGemmBlockColumns : 1];
+    int64_t bias_block_at = -1;
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t batch = u / (blocks * strips), in_batch = u % (blocks * strips);
+      const int64_t c0 = in_batch / strips * kPackedGemmBlockColumns, r0 = in_batch % strips * rows;
+      const int64_t cols = std::min(kPackedGemmBlockColumns, n - c0), nr = std::min(rows, m - r0);
+      const T* a_rows = args.a + batch * args.a_batch_stride + r0 * args.lda;
+      const float* panels = args.b_data + batch * b.floats();
+      const int64_t c_at = batch * args.c_batch_stride + r0 * args.ldc + c0;  // of C's and sum's first element
+      float* dst;
+      int64_t ldd;
+      if constexpr (kHalf) {
+        dst = c_strip;
+        ldd = kPackedGemmBlockColumns;
+      } else {
+        dst = args.c + c_at;
+        ldd = args.ldc;
+      }
+      for (int64_t p0 = 0; p0 < k; p0 += kPackedGemmBlockDepth) {
+        const int64_t depth = std::min(kPackedGemmBlockDepth, k - p0);
+        const float* a;
+        int64_t lda;
+        if constexpr (kHalf) {
+          for (int64_t r = 0; r < nr; ++r)
+            WidenHalfToFloat(a_rows + r * args.lda + p0, a_strip + r * kPackedGemmBlockDepth, depth);
+          a = a_strip;
+          lda = kPackedGemmBlockDepth;
+        } else {
+          a = a_rows + p0;
+          lda = args.lda;
+        }
+        for (int64_t j0 = c0; j0 < c0 + cols; j0 += b.panel_width) {
+          const int64_t width = b.stored_width(j0);
+          tiles.tile(nr, std::min(width, n - j0), depth, a, lda, panels + j0 * k + p0 * width, width,
+                     dst + (j0 - c0), ldd, p0 > 0);
+        }
+      }
+      if (!finish && !kHalf) continue;
+      const float* bias = nullptr;
+      if constexpr (!kHalf)
+        if (args.bias != nullptr && args.bias_scale == 1.0f) bias = args.bias + c0;
+      if (args.bias != nullptr && bias == nullptr) {  // widened or scaled once per column block
+        if (bias_block_at != c0)
+          for (int64_t j = 0; j < cols; ++j) bias_block[j] = args.bias_scale * ToFloat(args.bias[c0 + j]);
+        bias_block_at = c0;
+        bias = bias_block;
+      }
+      for (int64_t r = 0; r < nr; ++r) {
+        float* row = dst + r * ldd;
+        if (finish) {
+          const float* sum = nullptr;
+          if (args.sum != nullptr) {
+            const T* s = args.sum + c_at + r * args.ldc;
+            if constexpr (kHalf) {
+              WidenHalfToFloat(s, sum_row, cols);
+              sum = sum_row;
+            } else {
+              sum = s;
+            }
+          }
+          args.epilogue.Apply(row, cols, 0.0f, bias, sum);
+        }
+        if constexpr (kHalf) NarrowFloatToHalf(row, args.c + c_at + r * args.ldc, cols);
+      }
+    }
+  };
+  const int64_t units = args.batches * blocks * strips;
+  // A unit is 2·rows·K·min(N, 256) flops (less at the edges); chunks of at least 2^18 are
+  // worth handing to another thread (thread_pool.h).
+  constexpr int64_t kMinFlopsPerChunk = int64_t{1} << 18;
+  const int64_t unit_flops = 2 * rows * k * std::min(n, kPackedGemmBlockColumns);
+  const int64_t grain = std::max<int64_t>(1, kMinFlopsPerChunk / unit_flops);
+  if (units <= grain || pool.num_threads() == 1) {
+    run_units(0, units);
+    return;
+  }
+  pool.ParallelFor(units, grain, std::function<void(int64_t, int64_t)>(std::ref(run_units)));
+}
+
+template void RunPackedGemm<float>(const PackedGemmTileFns&, const PackedGemmArgs<float>&, ThreadPool&);
+template void RunPackedGemm<uint16_t>(const PackedGemmTileFns&, const PackedGemmArgs<uint16_t>&, ThreadPool&);
+
+}  // namespace kernels
+}  // namespace tfpopef

@@ -1,0 +1,151 @@
+#include "tf_popef_op/runtime/cc/kernels/matmul/packed_gemm_kernel.h"
+
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tf_popef_op/runtime/cc/kernels/matmul/packed_gemm.h"
+#include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
+#include "tf_popef_op/runtime/cc/kernels/support/vector_math.h"
+
+namespace tfpopef {
+namespace kernels {
+namespace {
+
+enum class GemmChoice { kAuto, kPacked, kBlas };
+
+GemmChoice GemmChoiceFromEnvironment(const KernelSpec& spec) {
+  const char* text = std::getenv("TF_POPEF_GEMM");
+  const std::string value = text == nullptr ? "" : text;
+  if (value.empty() || value == "auto") return GemmChoice::kAuto;
+  if (value == "packed") return GemmChoice::kPacked;
+  if (value == "blas") return GemmChoice::kBlas;
+  throw Error(ErrorCode::kInvalidArgument,
+              spec.Where() + ": TF_POPEF_GEMM=\"" + value + "\": expected one of auto, packed, blas");
+}
+
+// TF_POPEF_GEMM=auto's rule, from the per-shape timings of docs/benchmarks.md ("Packed GEMM"):
+// a weight B with K >= 128 (0.5-0.95x OpenBLAS's time; K = 96 measured 1.1-1.2x), not an
+// activation B (attention's products measured 1.0-1.3x: OpenBLAS's own packing is as good).
+bool PackedIsFaster(const PackedGemmStep& step, bool b_is_weight) {
+  return vmath::UsesAvx2(vmath::ActivePath()) && b_is_weight && step.k >= 128 && step.n >= 2;
+}
+
+// Packed copies of one weight, made on the first run that sees it and reused by every later
+// one. Keyed by the weight's address, as the float16 adapter's widened weights are: the same
+// kernel may run on several devices, each with its own copy of the weights. A copy is never
+// changed once published (a run holds it by shared_ptr).
+class PackedWeights {
+ public:
+  using Copy = std::shared_ptr<const std::vector<float>>;
+
+  Copy Find(const void* source) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Entry& e : entries_)
+      if (e.source == source) return e.copy;
+    return nullptr;
+  }
+
+  // Packed outside the lock by the caller (runs on other devices need not wait); the first to
+  // publish wins.
+  Copy Publish(const void* source, std::vector<float> packed) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Entry& e : entries_)
+      if (e.source == source) return e.copy;
+    if (entries_.size() == kMaxDevices) entries_.erase(entries_.begin());  // the oldest device's
+    entries_.push_back({source, std::make_shared<const std::vector<float>>(std::move(packed))});
+    return entries_.back().copy;
+  }
+
+ private:
+  static constexpr size_t kMaxDevices = 4;
+  struct Entry {
+    const void* source;
+    Copy copy;
+  };
+  std::mutex mu_;
+  std::vector<Entry> entries_;
+};
+
+// T: float, or uint16_t for a float16 step.
+template <typename T>
+class PackedGemmKernel final : public Kernel {
+ public:
+  PackedGemmKernel(const PackedGemmStep& step, bool b_is_weight)
+      : step_(step),
+        tiles_(PackedGemmTiles()),
+        layout_(PackedLayoutFor(tiles_, step.k, step.n)),
+        weights_(b_is_weight ? std::make_unique<PackedWeights>() : nullptr) {}
+
+  size_t scratch_bytes() const override {
+    return weights_ != nullptr ? 0 : static_cast<size_t>(step_.batches * layout_.floats()) * sizeof(float);
+  }
+
+  void Run(const KernelContext& ctx) const override {
+    const T* b = static_cast<const T*>(ctx.inputs[1]);
+    PackedWeights::Copy held;  // a weight's packed copy, kept alive for this run
+    const float* panels;
+    if (weights_ != nullptr) {
+      held = weights_->Find(b);
+      if (held == nullptr) {
+        std::vector<float> packed(static_cast<size_t>(step_.batches * layout_.floats()));
+        Pack(b, packed.data());
+        held = weights_->Publish(b, std::move(packed));
+      }
+      panels = held->data();
+    } else {
+      Pack(b, static_cast<float*>(ctx.scratch));
+      panels = static_cast<const float*>(ctx.scratch);
+    }
+    PackedGemmArgs<T> args;
+    args.m = step_.m;
+    args.batches = step_.batches;
+    args.a = static_cast<const T*>(ctx.inputs[0]);
+    args.lda = step_.k;
+    args.a_batch_stride = step_.m * step_.k;
+    args.b = layout_;
+    args.b_data = panels;
+    if (step_.bias_input >= 0) args.bias = static_cast<const T*>(ctx.inputs[step_.bias_input]);
+    args.bias_scale = step_.beta;
+    if (step_.sum_input >= 0) args.sum = static_cast<const T*>(ctx.inputs[step_.sum_input]);
+    args.c = static_cast<T*>(ctx.outputs[0]);
+    args.ldc = step_.n;
+    args.c_batch_stride = step_.m * step_.n;
+    args.epilogue = step_.epilogue;
+    RunPackedGemm(tiles_, args, ThreadPool::Global());
+  }
+
+ private:
+  // Every batch entry of B into `out`, in the layout's panels.
+  void Pack(const T* b, float* out) const {
+    const int64_t ldb = step_.trans_b ? step_.k : step_.n, entry = step_.k * step_.n, floats = layout_.floats();
+    ParallelFor(step_.batches, ItemsPerChunk(entry, kStreamingGrain), [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i)
+        PackB(layout_, b + i * entry, ldb, step_.trans_b, step_.alpha, out + i * floats);
+    });
+  }
+
+  const PackedGemmStep step_;
+  const PackedGemmTileFns& tiles_;  // the path at prepare: the packing belongs to it
+  const PackedLayout layout_;
+  const std::unique_ptr<PackedWeights> weights_;  // null unless B is a weight; thread-safe
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> MaybeCreatePackedGemm(const KernelSpec& spec, const PackedGemmStep& step) {
+  const GemmChoice choice = GemmChoiceFromEnvironment(spec);
+  if (choice == GemmChoice::kBlas) return nullptr;
+  if (step.m <= 0 || step.n <= 0 || step.k <= 0 || step.batches <= 0) return nullptr;
+  const bool b_is_weight = spec.constant_inputs.size() > 1 && spec.constant_inputs[1];
+  if (choice == GemmChoice::kAuto && !PackedIsFaster(step, b_is_weight)) return nullptr;
+  if (spec.inputs[0].dtype == DType::kFloat16) return std::make_unique<PackedGemmKernel<uint16_t>>(step, b_is_weight);
+  return std::make_unique<PackedGemmKernel<float>>(step, b_is_weight);
+}
+
+}  // namespace kernels
+}  // namespace tfpopef

@@ -1,0 +1,38 @@
+// The register tiles of the packed-weight GEMM (packed_gemm.h): C[rows, cols] (+)= A[rows, k] ·
+// one packed panel of B, with A read in place (row-major, any row stride) and B's panel stored
+// [k, panel width] contiguously, so each step of k loads the panel's vectors once and
+// multiply-adds them with one broadcast value of every A row.
+//
+// The code is compiled three times (packed_gemm_tiles.inc): for AVX-512 (6 rows × 4 vectors of
+// 16 floats: 24 accumulators of the 32 registers, panels of 64 columns), for AVX2+FMA (6 rows ×
+// 2 vectors of 8: 12 of the 16 registers, panels of 16) and portable (4 rows × 2 GCC vectors
+// of 8, panels of 16); PackedGemmTiles() picks one from vector_math.h's run-time path
+// (TF_POPEF_SIMD), as the NCHWc tiles do.
+#pragma once
+
+#include <cstdint>
+
+namespace tfpopef {
+namespace kernels {
+
+struct PackedGemmTileFns {
+  int64_t rows;         // A rows per tile (the most `tile` takes)
+  int64_t lanes;        // floats per vector: panel widths are multiples of it
+  int64_t panel_width;  // columns per packed panel of B (the last one may be narrower)
+  // C[r·ldc + j] = (accumulate ? C[r·ldc + j] : 0) + Σ_p a[r·lda + p] · b[p·width + j] for
+  // r < rows (1..this->rows), j < cols; width is the panel's stored width (a multiple of lanes,
+  // at most panel_width) and cols <= width the columns of it that exist (the rest is padding).
+  void (*tile)(int64_t rows, int64_t cols, int64_t k, const float* a, int64_t lda, const float* b, int64_t width,
+               float* c, int64_t ldc, bool accumulate);
+};
+
+// The build for this host's SIMD path (vector_math.h's ActivePath, TF_POPEF_SIMD).
+const PackedGemmTileFns& PackedGemmTiles();
+
+extern const PackedGemmTileFns kPackedGemmPortableTiles;
+// Defined only on x86-64 builds; use only when CpuHasAvx2Fma() / CpuHasAvx512().
+extern const PackedGemmTileFns kPackedGemmAvx2Tiles;
+extern const PackedGemmTileFns kPackedGemmAvx512Tiles;
+
+}  // namespace kernels
+}  // namespace tfpopef

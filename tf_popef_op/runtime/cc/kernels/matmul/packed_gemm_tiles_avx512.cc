@@ -1,0 +1,48 @@
+// The AVX-512 build of the packed-GEMM tiles (packed_gemm_tiles.inc): 6 rows × 4 vectors of 16
+// floats, 24 accumulators of the 32 registers; each step of k does 4 panel loads and 6
+// broadcasts (folded into the multiply-adds) for 24 multiply-adds. Entered only through
+// PackedGemmTiles() after the CPU check.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+#include "tf_popef_op/runtime/cc/kernels/matmul/packed_gemm_tiles.h"
+#include "tf_popef_op/runtime/cc/kernels/support/target_pragma.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// GCC 12's 512-bit intrinsics pass _mm512_undefined_*() as the source of their unmasked lanes,
+// which -Wuninitialized reports at every use (GCC bug 105593); nothing here reads it.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+TFPOPEF_TARGET_BEGIN("avx2,fma,f16c,avx512f,avx512vl")
+
+namespace tfpopef {
+namespace kernels {
+namespace {
+
+using V = __m512;
+constexpr int64_t kLanes = 16;
+constexpr int kTileRows = 6;
+constexpr int kPanelVectors = 4;
+inline V VZero() { return _mm512_setzero_ps(); }
+inline V VLoad(const float* p) { return _mm512_loadu_ps(p); }
+inline void VStore(float* p, V v) { _mm512_storeu_ps(p, v); }
+inline V VBroadcast(const float* p) { return _mm512_set1_ps(*p); }
+inline V VFma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+inline V VAdd(V a, V b) { return _mm512_add_ps(a, b); }
+
+#include "tf_popef_op/runtime/cc/kernels/matmul/packed_gemm_tiles.inc"
+
+}  // namespace
+
+const PackedGemmTileFns kPackedGemmAvx512Tiles = kFns;
+
+}  // namespace kernels
+}  // namespace tfpopef
+
+TFPOPEF_TARGET_END()
+
+#endif  // x86-64

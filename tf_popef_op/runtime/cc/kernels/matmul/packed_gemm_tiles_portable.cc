@@ -1,0 +1,54 @@
+// The portable build of the packed-GEMM tiles (packed_gemm_tiles.inc with V a GCC vector of 8
+// floats, lowered to whatever the build's target has), plus PackedGemmTiles(), which picks
+// this, the AVX2+FMA or the AVX-512 build at run time.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+#include "tf_popef_op/runtime/cc/kernels/matmul/packed_gemm_tiles.h"
+#include "tf_popef_op/runtime/cc/kernels/support/vector_math.h"
+
+// The vector type is internal to this file, so the ABI note about passing it without AVX does
+// not concern any caller.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace tfpopef {
+namespace kernels {
+namespace {
+
+typedef float V __attribute__((vector_size(32)));
+constexpr int64_t kLanes = 8;
+// 4 rows × 2 vectors: 8 accumulators, 16 SSE registers on a baseline x86-64.
+constexpr int kTileRows = 4;
+constexpr int kPanelVectors = 2;
+inline V VZero() { return V{}; }
+inline V VLoad(const float* p) {
+  V v;
+  __builtin_memcpy(&v, p, sizeof(v));  // unaligned
+  return v;
+}
+inline void VStore(float* p, V v) { __builtin_memcpy(p, &v, sizeof(v)); }
+inline V VBroadcast(const float* p) { return V{} + *p; }
+inline V VFma(V a, V b, V c) { return a * b + c; }
+inline V VAdd(V a, V b) { return a + b; }
+
+#include "tf_popef_op/runtime/cc/kernels/matmul/packed_gemm_tiles.inc"
+
+}  // namespace
+
+const PackedGemmTileFns kPackedGemmPortableTiles = kFns;
+
+const PackedGemmTileFns& PackedGemmTiles() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  switch (vmath::ActivePath()) {
+    case vmath::SimdPath::kAvx512: return kPackedGemmAvx512Tiles;
+    case vmath::SimdPath::kAvx2: return kPackedGemmAvx2Tiles;
+    case vmath::SimdPath::kPortable: break;
+  }
+#endif
+  return kPackedGemmPortableTiles;
+}
+
+}  // namespace kernels
+}  // namespace tfpopef
