@@ -12,13 +12,16 @@ profiled time of the layers auto runs as NchwcWinogradConv, in each.
 
 --accuracy: Keras' ResNet50 (random weights, BatchNorm calibrated, as the architecture tests)
 at 64x64 and 224x224, each policy's max error against TensorFlow relative to the largest logit
-(the architecture tests' fp32 measure, architecture_checks.py), onnxruntime's for comparison.
+(the architecture tests' fp32 measure, architecture_checks.py), onnxruntime's (float32) for
+comparison.
 
-GFLOP/s count the direct convolution's FLOPs throughout.
+GFLOP/s count the direct convolution's FLOPs throughout. --precision fp16 compiles our side with
+the Converter's fp16 (float16 activations and weights) in every mode; the errors stay against
+onnxruntime's and TensorFlow's float32.
 
-    .venv/bin/python benchmarks/bench_winograd.py [--batch 1 8] [--cases r50_3x3_56 ...] [--budget 2]
-    .venv/bin/python benchmarks/bench_winograd.py --resnet50 [--batch 1 8] [--budget 20]
-    .venv/bin/python benchmarks/bench_winograd.py --accuracy [--batch 1 8]
+    .venv/bin/python benchmarks/bench_winograd.py [--batch 1 8] [--cases r50_3x3_56 ...] [--budget 2] [--precision fp16]
+    .venv/bin/python benchmarks/bench_winograd.py --resnet50 [--batch 1 8] [--budget 20] [--precision fp16]
+    .venv/bin/python benchmarks/bench_winograd.py --accuracy [--batch 1 8] [--precision fp16]
 """
 import argparse
 import glob
@@ -46,10 +49,11 @@ CACHE = os.path.join(ROOT, "benchmarks", ".cache")
 PEAK_N = 2048
 
 CASES = ["r50_3x3_56", "r50_3x3_28", "r50_3x3_14", "r50_3x3_7"]
+FEED_TYPES = {"fp32": np.float32, "fp16": np.float16}
 POLICIES = ("off", "f2x2", "f4x4")
 
 
-def resnet50(batches, budget: float, threads: int) -> None:
+def resnet50(batches, budget: float, threads: int, precision: str) -> None:
     import onnx
     exports = glob.glob(os.path.join(CACHE, "resnet50-image_size224-*.onnx"))
     if not exports:
@@ -59,10 +63,10 @@ def resnet50(batches, budget: float, threads: int) -> None:
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     peak_contenders = sgemm_peak.contenders(PEAK_N, threads)
     for batch in batches:
-        converted = Converter(batch_size=batch).convert(onnx.load(exports[0]))
+        converted = Converter(batch_size=batch, precision=precision).convert(onnx.load(exports[0]))
         flops = count_flops(converted)
         x = np.random.default_rng(0).standard_normal([d.dim_value for d in converted.graph.input[0].type.tensor_type
-                                                      .shape.dim]).astype(np.float32)
+                                                      .shape.dim]).astype(FEED_TYPES[precision])
         executables = {p: Compiler.compile(converted, options=CompilerOptions(batch_size=batch, winograd=p))
                        for p in ("off", "auto")}
         contenders = {name: modelrunner(name, executables[p], x).call for name, p in (("direct", "off"),
@@ -91,7 +95,7 @@ def resnet50(batches, budget: float, threads: int) -> None:
               f"{os.getloadavg()[0]:.1f} |", flush=True)
 
 
-def accuracy(batches) -> None:
+def accuracy(batches, precision: str) -> None:
     import tempfile
     sys.path.insert(0, os.path.join(ROOT, "tests", "models"))
     import keras
@@ -108,16 +112,18 @@ def accuracy(batches) -> None:
         exported = export(f"resnet50_{size}", model, x, folder)
         for batch in batches:
             converted = Converter(batch_size=batch).convert(exported.onnx)
+            ours = Converter(batch_size=batch, precision=precision).convert(exported.onnx)
             feed = {converted.graph.input[0].name: x[:batch]}
+            ours_feed = {k: v.astype(FEED_TYPES[precision]) for k, v in feed.items()}
             want = {k: v[:batch] for k, v in exported.reference.items()}
 
             def error(got):
-                return max(max_rel(got[k], want[k]) for k in want)
+                return max(max_rel(np.asarray(got[k], np.float32), want[k]) for k in want)
             errors = [error(onnxruntime_outputs(converted, feed))]
             for policy in policies:
-                executable = Compiler.compile(converted, options=CompilerOptions(batch_size=batch, winograd=policy))
-                errors.append(error(ModelRunner(executable, RuntimeConfig()).execute(feed)))
-            print(f"| ResNet50 {size}x{size} | {batch} | " + " | ".join(f"{e:.2e}" for e in errors) + " |",
+                executable = Compiler.compile(ours, options=CompilerOptions(batch_size=batch, winograd=policy))
+                errors.append(error(ModelRunner(executable, RuntimeConfig()).execute(ours_feed)))
+            print(f"| ResNet50 {size}x{size} {precision} | {batch} | " + " | ".join(f"{e:.2e}" for e in errors) + " |",
                   flush=True)
 
 
@@ -128,14 +134,16 @@ def main(argv=None):
     p.add_argument("--budget", type=float, default=2.0, help="seconds of timing per case")
     p.add_argument("--resnet50", action="store_true", help="the whole ResNet50 224 instead of its layers")
     p.add_argument("--accuracy", action="store_true", help="each policy's error through ResNet50 vs TensorFlow")
+    p.add_argument("--precision", choices=sorted(FEED_TYPES), default="fp32",
+                   help="our side's precision (onnxruntime's and TensorFlow's stay float32)")
     args = p.parse_args(argv)
     threads = int(os.environ.get("TF_POPEF_NUM_THREADS", os.cpu_count()))
-    print(f"threads {threads}; load average {os.getloadavg()[0]:.1f}")
+    print(f"threads {threads}; {args.precision}; load average {os.getloadavg()[0]:.1f}")
     if args.resnet50:
-        resnet50(args.batch, args.budget, threads)
+        resnet50(args.batch, args.budget, threads, args.precision)
         return
     if args.accuracy:
-        accuracy(args.batch)
+        accuracy(args.batch, args.precision)
         return
     print(f"{'case':12s} {'batch':>5s} {'ort ms':>8s} " + " ".join(f"{p + ' ms':>9s} {'GFLOP/s':>7s} {'err':>7s}"
                                                                   for p in POLICIES) + "  best")
@@ -146,14 +154,16 @@ def main(argv=None):
             x = np.random.default_rng(1).standard_normal([batch, c, hw, hw]).astype(np.float32)
             sess = cpu_session(model, threads)
             want = sess.run(None, {"X": x})[0]
+            ours = model if args.precision == "fp32" else Converter(precision=args.precision).convert(model)
+            feed = {"X": x.astype(FEED_TYPES[args.precision])}
             runners, outs, errs = {}, {}, {}
             for policy in POLICIES:
-                runners[policy] = ModelRunner(Compiler.compile(model, options=CompilerOptions(winograd=policy)),
+                runners[policy] = ModelRunner(Compiler.compile(ours, options=CompilerOptions(winograd=policy)),
                                               RuntimeConfig())
-                got = runners[policy].execute({"X": x})["Y"]
+                got = runners[policy].execute(feed)["Y"].astype(np.float32)
                 errs[policy] = float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
-                outs[policy] = np.empty_like(got)
-            contenders = {policy: (lambda r=runners[policy], o=outs[policy]: r.execute({"X": x}, {"Y": o}))
+                outs[policy] = np.empty(got.shape, FEED_TYPES[args.precision])
+            contenders = {policy: (lambda r=runners[policy], o=outs[policy]: r.execute(feed, {"Y": o}))
                           for policy in POLICIES}
             contenders["ort"] = lambda: sess.run(None, {"X": x})
             samples = interleaved(contenders, warmup=3, min_iters=5, max_iters=400, budget_s=args.budget)

@@ -15,7 +15,8 @@ optional inputs are present as named inputs or "" (ONNX's convention for a missi
                                  others that shape, [N] (the last dim) or one element.
 
 The NCHW8c blocked layout (compiler/onnx_graph/nchwc.py; written by to_nchwc_layout), float32
-or float16 (all of a node's tensors one type), a blocked tensor being [N, C/8, H, W, 8]:
+or float16 (all of a node's tensors one type, except NchwcWinogradConv's U), a blocked tensor
+being [N, C/8, H, W, 8]:
 
   ToNchwc(X)                     [N, C, H, W] (C % 8 == 0) -> [N, C/8, H, W, 8]
   FromNchwc(X)                   [N, Cb, H, W, 8] -> [N, Cb*8, H, W]
@@ -28,7 +29,8 @@ or float16 (all of a node's tensors one type), a blocked tensor being [N, C/8, H
                                  (group 1, W [M/G, C, KH, KW, G]); B [M]; Sum and Y blocked
   NchwcWinogradConv(X, U, [B], [Sum])  pads + the epilogue's attributes: a 3x3, stride-1 NchwcConv
                                  as Winograd's F(m x m, 3x3) (compiler/onnx_graph/winograd.py), U
-                                 the transformed weights [(m+2)², M/G, C/8, 8, G]; X, Sum, Y blocked
+                                 the transformed weights [(m+2)², M/G, C/8, 8, G] (float32 or float16
+                                 whatever X's type: the pass writes float32); X, Sum, Y blocked
   NchwcMaxPool(X)                kernel_shape strides dilations pads, ceil_mode (only for Y's
                                  shape, ONNX's MaxPool formula), zero_pads (1: the pads hold
                                  zeros, a folded Pad); X and Y blocked
@@ -239,14 +241,22 @@ def _infer_nchwc_pool(ctx) -> None:
     _set_output(ctx, nchwc_pool_output_shape(x, attrs))
 
 
+_FLOATS = ["tensor(float)", "tensor(float16)"]
+
+
 def _nchwc_schema(name: str, doc: str, inputs, attrs, infer) -> defs.OpSchema:
-    """inputs: (name, description, optional); attrs: (name, AttrType, description), all optional."""
+    """inputs: (name, description, optional[, type parameter: "T" (Y's, the default) or "TW" (any
+    float type, independently)]); attrs: (name, AttrType, description), all optional."""
     fp = defs.OpSchema.FormalParameter
     option = defs.OpSchema.FormalParameterOption
+    typed = [(n, d, opt, rest[0] if rest else "T") for n, d, opt, *rest in inputs]
+    constraints = [("T", _FLOATS, "float32 or float16")]
+    if any(t == "TW" for *_, t in typed):
+        constraints.append(("TW", _FLOATS, "float32 or float16, whatever T is"))
     schema = defs.OpSchema(
         name, DOMAIN, VERSION, f"{doc} (tf-popef internal op, NCHW8c layout)",
-        inputs=[fp(n, "T", d, param_option=option.Optional if opt else option.Single) for n, d, opt in inputs],
-        outputs=[fp("Y", "T", "")], type_constraints=[("T", ["tensor(float)", "tensor(float16)"], "float32 or float16")],
+        inputs=[fp(n, t, d, param_option=option.Optional if opt else option.Single) for n, d, opt, t in typed],
+        outputs=[fp("Y", "T", "")], type_constraints=constraints,
         attributes=[defs.OpSchema.Attribute(n, t, d, required=False) for n, t, d in attrs])
     schema.set_type_and_shape_inference_function(infer)
     return schema
@@ -267,7 +277,8 @@ def _nchwc_schemas() -> List[defs.OpSchema]:
                                 ("activation", string, "epilogue activation"),
                                 ("activation_params", floats, "its parameters")], _infer_nchwc_conv),
         _nchwc_schema("NchwcWinogradConv", "act(conv3x3(X, W) + B + Sum) by Winograd F(m x m, 3x3), blocked output",
-                      [x, ("U", "transformed weights", False), ("B", "[M]", True), ("Sum", "Y's shape", True)],
+                      [x, ("U", "transformed weights (float32 in a float16 model)", False, "TW"), ("B", "[M]", True),
+                       ("Sum", "Y's shape", True)],
                       [("pads", ints, "[top, left, bottom, right]"), ("activation", string, "epilogue activation"),
                        ("activation_params", floats, "its parameters")], _infer_nchwc_winograd_conv),
         _nchwc_schema("NchwcMaxPool", "MaxPool on a blocked tensor", [x],

@@ -36,11 +36,14 @@ def tile_of(points: int) -> int:
 
 def transform_weights(blocked: np.ndarray, tile: int) -> np.ndarray:
     """NchwcConv's blocked 3x3 weights [M/G, C/8, 3, 3, 8, G] -> U [a², M/G, C/8, 8, G], point a·i + j
-    being (G g G^T)[i][j] of each (output, input) channel pair, computed in float64."""
+    being (G g G^T)[i][j] of each (output, input) channel pair, computed in float64, returned in the
+    weights' type except float16, which gives float32: rounded to float16, U adds about 7x the error
+    of rounding a float16 Y (docs/benchmarks.md, "float16 activations")."""
     g = _G[tile]
     a = tile + 2
     u = np.einsum("ik,jl,ocklxy->ijocxy", g, g, blocked.astype(np.float64))
-    return np.ascontiguousarray(u.reshape((a * a,) + u.shape[2:]).astype(blocked.dtype))
+    dtype = np.float32 if blocked.dtype == np.float16 else blocked.dtype
+    return np.ascontiguousarray(u.reshape((a * a,) + u.shape[2:]).astype(dtype))
 
 
 def output_shape(x: Sequence[int], u: Sequence[int], pads: Sequence[int]) -> Tuple[int, ...]:

@@ -2,7 +2,9 @@
 (bias + Relu, bias + residual sum + Relu, one-sided pads without bias, output sizes that are no
 multiple of the tile) compiled with each Winograd tile forced and with the default policy, run on
 ModelRunner, on the default SIMD path and in a process on the portable path with a 3-thread pool
-(other chunks of tiles)."""
+(other chunks of tiles); float16 too (Converter precision fp16: float16 activations through the
+Winograd kernel, float32 transformed weights), against onnxruntime's float32 result with the
+float16 direct convolution's own error as the yardstick."""
 
 import numpy as np
 import pytest
@@ -11,6 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 from e2e_helpers import run_in_new_process, run_onnxruntime
 
 from compiler import Compiler
+from compiler.converter import Converter
 from compiler.kernel_fusion import run_kernel_fusions
 from compiler.options import CompilerOptions
 from tf_popef_op.runtime import ModelRunner, RuntimeConfig
@@ -25,6 +28,10 @@ CASES = {
 # Every case with each tile forced; the default policy on the case it takes Winograd for (it keeps
 # the direct convolution on the small ones: tests/compiler/kernel_fusion/test_pass_to_winograd_conv.py).
 RUNS = [(name, policy) for name in CASES for policy in ("f2x2", "f4x4")] + [("stage_56", "auto")]
+# Max error relative to the largest output, float16 against onnxruntime's float32: at most this
+# multiple of the float16 direct convolution's (both round every step's output to float16; F(4x4)'s
+# transforms add float32 rounding of about 1e-5) plus this.
+FP16_ERROR_RATIO, FP16_ERROR_SLACK = 1.5, 2e-4
 
 
 def resnet_block(n, c, m, h, w, seed=0):
@@ -70,9 +77,38 @@ def check_case(name, policy):
     return float(np.abs(got - want).max() / scale)
 
 
+def check_case_fp16(name, policy):
+    model = resnet_block(*CASES[name])
+    x = np.random.default_rng(1).standard_normal(CASES[name][:2] + CASES[name][3:]).astype(np.float32)
+    want = run_onnxruntime(model, {"X": x})["Y"]
+    half = Converter(precision="fp16").convert(model)
+    fused = run_kernel_fusions(half, name, winograd=policy)
+    winograd = [node for node in fused.graph.node if node.op_type == "NchwcWinogradConv"]
+    assert len(winograd) == 3, (name, policy)
+    u_types = {t.data_type for t in fused.graph.initializer if t.name in {node.input[1] for node in winograd}}
+    assert u_types == {TensorProto.FLOAT}, (name, policy, u_types)
+    scale = float(np.abs(want).max())
+    errors = {}
+    for run_policy in (policy, "off"):
+        runner = ModelRunner(Compiler.compile(half, options=CompilerOptions(winograd=run_policy)),
+                             RuntimeConfig(profile=True))
+        got = runner.execute({"X": x.astype(np.float16)})["Y"]
+        assert got.dtype == np.float16
+        ops = {row["op"] for row in runner.profile()}
+        assert ("NchwcWinogradConv" in ops) == (run_policy != "off"), (name, run_policy, sorted(ops))
+        errors[run_policy] = float(np.abs(got.astype(np.float32) - want).max() / scale)
+    assert errors[policy] <= FP16_ERROR_RATIO * errors["off"] + FP16_ERROR_SLACK, (name, policy, errors)
+    return errors
+
+
 @pytest.mark.parametrize("name,policy", RUNS)
 def test_winograd_block_vs_onnxruntime(name, policy):
     check_case(name, policy)
+
+
+@pytest.mark.parametrize("name,policy", [("resnet_14", "f2x2"), ("odd_planes", "f4x4"), ("stage_56", "auto")])
+def test_winograd_block_fp16_vs_onnxruntime(name, policy):
+    check_case_fp16(name, policy)
 
 
 def test_winograd_block_portable_path_three_threads():
@@ -80,5 +116,6 @@ def test_winograd_block_portable_path_three_threads():
               "for name in ('resnet_14', 'odd_planes'):\n"
               "    for policy in ('f2x2', 'f4x4'):\n"
               "        t.check_case(name, policy)\n"
-              "print('checked 4')\n")
-    assert "checked 4" in run_in_new_process(script, TF_POPEF_SIMD="portable", TF_POPEF_NUM_THREADS="3")
+              "        t.check_case_fp16(name, policy)\n"
+              "print('checked 8')\n")
+    assert "checked 8" in run_in_new_process(script, TF_POPEF_SIMD="portable", TF_POPEF_NUM_THREADS="3")

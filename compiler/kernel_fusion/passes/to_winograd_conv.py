@@ -1,7 +1,8 @@
 """3x3 stride-1 NchwcConvs -> NchwcWinogradConv (compiler/onnx_graph/winograd.py), with the weights
 transformed here, once, so the runtime does no weight work.
 
-Rewritten: an NchwcConv (written by to_nchwc_layout, which runs before) on a blocked float32 X,
+Rewritten: an NchwcConv (written by to_nchwc_layout, which runs before) on a blocked float32 or
+float16 X,
 group 1, window 3x3, strides 1, dilations 1, with constant weights, whose layer class the
 policy picks (PassContext.winograd):
   auto   F(4x4,3x3) or F(2x2,3x3) where it measured faster than the direct NchwcConv tiles
@@ -9,8 +10,9 @@ policy picks (PassContext.winograd):
   f2x2 / f4x4  every such layer with that tile (for measuring the classes);
   off    none (the pass is left out of the pipeline).
 The epilogue (bias, Sum, activation) and the pads carry over; the transformed weights are a new
-initializer `<W>__winograd<m>`, the blocked ones go when nobody reads them any more. float16
-models keep the direct convolution, whose tiles read float16 activations natively."""
+initializer `<W>__winograd<m>` (float32 in a float16 model too: winograd.transform_weights), the
+blocked ones go when nobody reads them any more. A float16 model takes the same policy: its
+Winograd kernel reads and writes float16 activations as the direct tiles do."""
 from typing import Optional
 
 import onnx
@@ -88,7 +90,8 @@ def _tile(node: onnx.NodeProto, rewrite: GraphRewrite, types, forced: Optional[i
             or list(attrs.get("strides", [1, 1])) != [1, 1] or list(attrs.get("dilations", [1, 1])) != [1, 1]):
         return None
     x, y = types.get(node.input[0]), types.get(node.output[0])
-    if x is None or y is None or x.elem_type != TensorProto.FLOAT or not x.is_static or not y.is_static:
+    if (x is None or y is None or x.elem_type not in (TensorProto.FLOAT, TensorProto.FLOAT16) or not x.is_static
+            or not y.is_static):
         return None
     if len(x.shape) != 5 or x.shape[4] != nchwc.BLOCK or len(y.shape) != 5:
         return None

@@ -34,19 +34,33 @@ struct WinogradGeometry {
   int64_t points() const { return a() * a(); }  // the a² products per tile
 };
 
+// Activations (X, Sum, Y) are of type AT: float, or float16 bits (uint16_t), widened as X is
+// read and rounded to nearest even once, as Y is written; v and p are float32 either way.
+
 // The `count` tiles [tile0, tile0 + count) of input x [N, C/8, H, W, 8] transformed (B^T d B, pads
 // and pixels past the input read as 0) into v [a², C/8, count, 8]: point t's input channels of
 // the chunk, laid out as a blocked 1 x count image.
-using WinogradInputFn = void (*)(const WinogradGeometry& g, const float* x, int64_t tile0, int64_t count, float* v);
+template <typename AT>
+using WinogradInputFn = void (*)(const WinogradGeometry& g, const AT* x, int64_t tile0, int64_t count, float* v);
 // The chunk's products p [a², M/8, count, 8] transformed back (A^T p A) into y [N, M/8, OH, OW, 8]
-// with bias, the residual sum and Relu/Clip applied in registers and e.post afterwards; pixels
-// past the output are dropped.
+// with bias, the residual sum and Relu/Clip applied in registers and e.post afterwards (on the
+// float32 row, before a float16 Y is rounded); pixels past the output are dropped.
+template <typename AT>
 using WinogradOutputFn = void (*)(const WinogradGeometry& g, const float* p, int64_t tile0, int64_t count,
-                                  const NchwcEpilogue& e, float* y);
+                                  const NchwcEpilogue& e, AT* y);
+
+template <typename AT>
+struct WinogradTransformsOf {
+  WinogradInputFn<AT> input_f2, input_f4;
+  WinogradOutputFn<AT> output_f2, output_f4;
+
+  WinogradInputFn<AT> input(int64_t m) const { return m == 2 ? input_f2 : input_f4; }
+  WinogradOutputFn<AT> output(int64_t m) const { return m == 2 ? output_f2 : output_f4; }
+};
 
 struct WinogradTransformFns {
-  WinogradInputFn input_f2, input_f4;
-  WinogradOutputFn output_f2, output_f4;
+  WinogradTransformsOf<float> f32;
+  WinogradTransformsOf<uint16_t> f16;  // float16 activations
 };
 
 // The build for this host's SIMD path.

@@ -1,5 +1,5 @@
 // NchwcWinogradConv: a 3x3, stride-1, dilation-1, group-1 convolution on the blocked NCHW8c
-// layout as Winograd's F(m x m, 3x3) (nchwc_winograd.h), Y = act(conv(X, U) + B + Sum), float32.
+// layout as Winograd's F(m x m, 3x3) (nchwc_winograd.h), Y = act(conv(X, U) + B + Sum).
 // The compiler (compiler/kernel_fusion/passes/to_winograd_conv.py) writes it in place of an
 // NchwcConv where it measured faster, with the weights already transformed, so the kernel does
 // no weight work at load or run time. Inputs X, U, then B when has_bias = 1, then Sum when
@@ -9,18 +9,27 @@
 // U's point t = a·i + j is (G g G^T)[i][j] in NchwcConv's blocked weight layout with a 1x1 window,
 // G (8, or 16 when M/8 is even) output channels per weight group.
 //
+// X, Sum and Y are float32 or float16 (one dtype), read and written as they are: the transforms
+// widen float16 in registers and round Y once, to nearest even, after the whole epilogue (any
+// activation), so a float16 CNN's Winograd layers move half the activation bytes. The transformed
+// domain is float32 throughout: U is float32 (the compiler writes it so for float16 models too:
+// rounded to float16, U adds about 7x the error of rounding Y; docs/benchmarks.md "float16
+// activations"), or float16 widened once by the float16 adapter, as is a float16 bias.
+//
 // Work items are chunks of output tiles (nchwc_winograd.h numbers them), spread over the intra-op
 // pool, each in its worker's slice of scratch: the chunk's transformed input and its products stay
 // in L2 between the three steps. The products run on the NchwcConv tiles (NchwcTiles()).
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "tf_popef_op/runtime/cc/kernels/nchwc/nchwc_checks.h"
 #include "tf_popef_op/runtime/cc/kernels/nchwc/nchwc_tiles.h"
 #include "tf_popef_op/runtime/cc/kernels/nchwc/nchwc_winograd.h"
 #include "tf_popef_op/runtime/cc/kernels/support/epilogue.h"
+#include "tf_popef_op/runtime/cc/kernels/support/fp16_adapter.h"
 #include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
 
 namespace tfpopef {
@@ -50,9 +59,10 @@ struct WinogradParams {
   int64_t tiles = 0, chunk_tiles = 0, chunks = 0;
   size_t input_floats = 0, slice_bytes = 0, scratch_bytes = 0;  // per chunk of chunk_tiles
   bool has_bias = false, has_sum = false;
+  bool half_activations = false;  // X, Sum and Y are float16
   NchwcEpilogue epilogue;
-  WinogradInputFn input;
-  WinogradOutputFn output;
+  WinogradTransformsOf<float> transforms;  // this SIMD path's
+  WinogradTransformsOf<uint16_t> transforms_half;
   NchwcConvRowFn<float, float> products_row;
 };
 
@@ -63,14 +73,24 @@ class NchwcWinogradConvKernel final : public Kernel {
   size_t scratch_bytes() const override { return p_.scratch_bytes; }
 
   void Run(const KernelContext& ctx) const override {
+    if (p_.half_activations) RunOn<uint16_t>(ctx, p_.transforms_half);
+    else RunOn<float>(ctx, p_.transforms);
+  }
+
+ private:
+  // AT: the activations' type (float, or float16 bits); fns: its transforms.
+  template <typename AT>
+  void RunOn(const KernelContext& ctx, const WinogradTransformsOf<AT>& fns) const {
     const WinogradGeometry& g = p_.g;
-    const float* x = static_cast<const float*>(ctx.inputs[0]);
+    const AT* x = static_cast<const AT*>(ctx.inputs[0]);
     const float* u = static_cast<const float*>(ctx.inputs[1]);
-    float* y = static_cast<float*>(ctx.outputs[0]);
+    AT* y = static_cast<AT*>(ctx.outputs[0]);
     NchwcEpilogue e = p_.epilogue;
     e.bias = p_.has_bias ? static_cast<const float*>(ctx.inputs[2]) : nullptr;
     e.sum = p_.has_sum ? ctx.inputs[p_.has_bias ? 3 : 2] : nullptr;
     const NchwcEpilogue none;
+    const WinogradInputFn<AT> input = fns.input(g.m);
+    const WinogradOutputFn<AT> output = fns.output(g.m);
     if (p_.chunks == 0) return;
     const int64_t points = g.points(), c = g.in_blocks * kNchwcBlock, m = g.out_blocks * kNchwcBlock;
     ParallelForChunks(p_.chunks, 1, [&](int64_t slice, int64_t c0, int64_t c1) {
@@ -78,7 +98,7 @@ class NchwcWinogradConvKernel final : public Kernel {
       float* products = v + p_.input_floats;
       for (int64_t chunk = c0; chunk < c1; ++chunk) {
         const int64_t tile0 = chunk * p_.chunk_tiles, count = std::min(p_.chunk_tiles, p_.tiles - tile0);
-        p_.input(g, x, tile0, count, v);
+        input(g, x, tile0, count, v);
         NchwcGeometry pg = p_.products;
         pg.w = pg.ow = count;
         for (int64_t t = 0; t < points; ++t) {
@@ -86,18 +106,17 @@ class NchwcWinogradConvKernel final : public Kernel {
           p_.products_row(pg, v + t * g.in_blocks * count * kNchwcBlock, u + t * c * m, none, out, out, 0, 0,
                           g.out_blocks, 0, 0, count);
         }
-        p_.output(g, products, tile0, count, e, y);
+        output(g, products, tile0, count, e, y);
       }
     });
   }
 
- private:
   const WinogradParams p_;
 };
 
-std::unique_ptr<Kernel> CreateNchwcWinogradConv(const KernelSpec& spec) {
-  CheckArity(spec, 2, 4, 1);
-  CheckSameDType(spec, {DType::kFloat32});
+// The kernel on the spec as WithFloat16Support hands it over: X, Sum and Y as they are, U and B
+// float32.
+std::unique_ptr<Kernel> PrepareNchwcWinogradConv(const KernelSpec& spec) {
   WinogradParams p;
   const EpilogueInputs in = ReadEpilogueInputs(spec);
   p.has_bias = in.has_bias;
@@ -165,10 +184,34 @@ std::unique_ptr<Kernel> CreateNchwcWinogradConv(const KernelSpec& spec) {
   pg.in_blocks_per_pass =
       std::max<int64_t>(1, kPassWeightBytes / (kNchwcBlock * g.out_blocks * kNchwcBlock * int64_t{sizeof(float)}));
   p.products_row = NchwcTiles().conv_row;
-  const WinogradTransformFns& fns = WinogradTransforms();
-  p.input = g.m == 2 ? fns.input_f2 : fns.input_f4;
-  p.output = g.m == 2 ? fns.output_f2 : fns.output_f4;
+  p.half_activations = spec.inputs[0].dtype == DType::kFloat16;
+  p.transforms = WinogradTransforms().f32;
+  p.transforms_half = WinogradTransforms().f16;
   return std::make_unique<NchwcWinogradConvKernel>(p);
+}
+
+std::unique_ptr<Kernel> CreateNchwcWinogradConv(const KernelSpec& spec) {
+  CheckArity(spec, 2, 4, 1);
+  const EpilogueInputs in = ReadEpilogueInputs(spec);
+  const DType dtype = spec.inputs[0].dtype;
+  CheckDType(spec, "input X", dtype, {DType::kFloat32, DType::kFloat16});
+  CheckDType(spec, "transformed weights U", spec.inputs[1].dtype, {DType::kFloat32, DType::kFloat16});
+  if (in.has_bias) CheckDType(spec, "bias B", spec.inputs[2].dtype, {DType::kFloat32, DType::kFloat16});
+  auto same_as_x = [&](DType t, const std::string& what) {
+    if (t != dtype)
+      throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": " + what + " has dtype " + DTypeName(t) +
+                                                   " but input X has " + DTypeName(dtype) +
+                                                   "; X, Sum and Y must have the same dtype");
+  };
+  if (in.has_sum) same_as_x(spec.inputs.back().dtype, "sum");
+  same_as_x(spec.outputs[0].dtype, "output Y");
+  std::vector<size_t> native_inputs, native_outputs;
+  if (dtype == DType::kFloat16) {
+    native_inputs = {0};
+    if (in.has_sum) native_inputs.push_back(spec.inputs.size() - 1);
+    native_outputs = {0};
+  }
+  return WithFloat16Support(spec, PrepareNchwcWinogradConv, native_inputs, native_outputs);
 }
 
 }  // namespace

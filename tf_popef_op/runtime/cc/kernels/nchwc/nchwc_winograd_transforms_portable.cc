@@ -2,7 +2,9 @@
 // build's -march), plus WinogradTransforms(), which picks this, the AVX2+FMA or the AVX-512 build.
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
+#include "tf_popef_op/runtime/cc/base/half.h"
 #include "tf_popef_op/runtime/cc/kernels/nchwc/nchwc_winograd.h"
 #include "tf_popef_op/runtime/cc/kernels/support/vector_math.h"
 
@@ -17,8 +19,7 @@ namespace {
 
 }  // namespace
 
-const WinogradTransformFns kWinogradPortableTransforms = {InputTiles<2>, InputTiles<4>, OutputTiles<2>,
-                                                          OutputTiles<4>};
+const WinogradTransformFns kWinogradPortableTransforms = {TransformsOf<float>(), TransformsOf<uint16_t>()};
 
 const WinogradTransformFns& WinogradTransforms() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
