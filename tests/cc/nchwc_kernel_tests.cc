@@ -181,6 +181,13 @@ std::vector<ConvCase> Geometries() {
       {1, 8, 16, 23, 23, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3},
       {2, 8, 8, 11, 11, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},
   };
+  // rows of 96 pixels or more, where float16 weights are widened once per work item and pass:
+  // pointwise (one and two passes over the input channels), 3x3 with borders and batch 2,
+  // dilated with a tail of output blocks, and the plain-input 7x7/2 stem below
+  cases.push_back({1, 16, 32, 10, 20, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0});
+  cases.push_back({1, 536, 16, 1, 100, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0});
+  cases.push_back({2, 16, 48, 3, 100, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1});
+  cases.push_back({1, 8, 80, 2, 98, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2});
   // plain NCHW input (the RGB stem: 3 channels, MobileNetV2's 3x3/2 and ResNet's 7x7/2)
   ConvCase stem3{1, 3, 32, 32, 32, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1};
   stem3.plain_input = true;
@@ -188,7 +195,9 @@ std::vector<ConvCase> Geometries() {
   stem7.plain_input = true;
   ConvCase odd{1, 5, 8, 6, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1};
   odd.plain_input = true;
-  cases.insert(cases.end(), {stem3, stem7, odd});
+  ConvCase wide_stem{1, 3, 16, 9, 203, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3};
+  wide_stem.plain_input = true;
+  cases.insert(cases.end(), {stem3, stem7, odd, wide_stem});
   // output blocks for every paired tile width (pairs of 4, 3, 2 and 1, items of 8 blocks)
   cases.push_back({1, 16, 64, 9, 10, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1});
   cases.push_back({1, 8, 48, 13, 13, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0});

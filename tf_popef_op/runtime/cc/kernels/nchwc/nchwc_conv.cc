@@ -13,7 +13,8 @@
 // the tile loops are in nchwc_tiles.inc. A 1x1 stride-1 unpadded convolution is a matrix
 // product over pixels: its H·W pixels are one long row, cut into segments.
 //
-// Float16: the tiles read W as it is, and X and Sum too and write Y rounded once (to nearest
+// Float16: the tiles read W, X and Sum as they are (W widened in registers, or on long rows a
+// work item's pass at a time into a float32 scratch) and write Y rounded once (to nearest
 // even) when the activation is one they apply in registers (none, Relu, Clip), or, depthwise,
 // any activation (applied to each finished float32 row piece in L1): a float16 CNN's
 // activations then cross memory at half the bytes of float32, with no widened copies. Other
@@ -43,6 +44,11 @@ constexpr int64_t kItemBlocks = 8;
 // Weight bytes of one work item's pass over the input channels (kItemBlocks output blocks):
 // they stay in L2 while the item's pixel tiles use them, and the pass's input window in L1.
 constexpr int64_t kPassWeightBytes = 128 * 1024;
+// Float16 weights are widened into a float32 scratch once per work item and pass when its row
+// segment has at least this many pixels (16 tiles share the copy; ResNet50's 1x1 layers at
+// 56x56 to 14x14), else converted in registers by each tile (short rows: 3x3 rows of 7 to 28
+// pixels, 1x1 at 7x7, whose few tiles would not repay the copy).
+constexpr int64_t kWidenWeightsMinPixels = 96;
 // Output rows at most this wide read a zero-padded copy of the input when the convolution pads
 // its columns: at a border pixel the window is cut, so it takes a 1-pixel tile (a few times
 // slower per pixel than the 6-pixel ones); on a 7-wide row that is 2 pixels of 7.
@@ -59,7 +65,7 @@ struct NchwcConvParams {
   int64_t n = 0;
   bool depthwise = false;
   bool has_bias = false, has_sum = false;
-  bool half_weights = false;   // W is float16, widened by the tiles as they load it
+  bool half_weights = false;   // W is float16, widened by the tiles (NchwcGeometry::widen_weights)
   bool half_activations = false;  // X, Sum and Y are float16 (then W too, unless depthwise)
   bool weights_outer = false;  // items ordered block-group first (big weights; depthwise)
   bool pad_copy = false;       // run on a zero-padded copy of X (in scratch) with geometry `padded`
@@ -214,11 +220,12 @@ std::unique_ptr<Kernel> PrepareNchwcConv(const KernelSpec& spec) {
     g.w = g.ow = g.h * g.w;
     g.h = g.oh = 1;
   }
-  const int64_t block_weight_bytes =
-      kItemBlocks * g.kh * g.kw * g.in_lanes * kNchwcBlock * (p.half_weights ? sizeof(uint16_t) : sizeof(float));
-  g.in_blocks_per_pass = std::max<int64_t>(1, kPassWeightBytes / block_weight_bytes);
   p.segments = g.ow > 2 * kSegmentPixels ? (g.ow + kSegmentPixels - 1) / kSegmentPixels : 1;
   p.segment = (g.ow + p.segments - 1) / p.segments;
+  g.widen_weights = p.half_weights && p.segment >= kWidenWeightsMinPixels;
+  const size_t weight_bytes = p.half_weights && !g.widen_weights ? sizeof(uint16_t) : sizeof(float);
+  const int64_t block_weight_bytes = kItemBlocks * g.kh * g.kw * g.in_lanes * kNchwcBlock * weight_bytes;
+  g.in_blocks_per_pass = std::max<int64_t>(1, kPassWeightBytes / block_weight_bytes);
   p.block_groups = p.depthwise ? g.out_blocks : (g.out_blocks + kItemBlocks - 1) / kItemBlocks;
   // Weights bigger than one image's input (late ResNet layers): walk the rows inside each
   // block group, so a group's weights are read from memory once and its rows hit the cache.
@@ -248,10 +255,11 @@ std::unique_ptr<Kernel> PrepareNchwcConv(const KernelSpec& spec) {
 std::unique_ptr<Kernel> CreateNchwcConv(const KernelSpec& spec) {
   CheckArity(spec, 2, 4, 1);
   CheckSameDType(spec, {DType::kFloat32, DType::kFloat16});
-  // A regular convolution's float16 weights are read as they are (widened in registers): they
-  // are most of a float16 model's bytes, and the tiles then read half the weight bytes of
-  // float32 (3x3 512->512 at 7x7, batch 1: 0.89x the float32 time) instead of widening a copy
-  // every run. Depthwise weights and the bias are few: the adapter widens them.
+  // A regular convolution's float16 weights are read as they are: they are most of a float16
+  // model's bytes; the tiles widen them in registers, or on long rows each work item widens
+  // its own part, a pass at a time, into a float32 scratch in L2 that all its pixel tiles read
+  // (kWidenWeightsMinPixels), instead of the adapter widening a copy of all of W every run.
+  // Depthwise weights and the bias are few: the adapter widens them.
   // The depthwise tiles finish any activation on a float32 row piece in L1 before rounding it.
   std::vector<size_t> native_inputs, native_outputs;
   const bool depthwise = spec.attrs.Int("group") != 1;

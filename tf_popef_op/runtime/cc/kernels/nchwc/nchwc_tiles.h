@@ -39,6 +39,9 @@ struct NchwcGeometry {
   int64_t pad_bottom = 0, pad_right = 0;  // read by average pooling's count_include_pad only
   // Convolution: input blocks per pass over the input channels (see ConvPass in nchwc_tiles.inc).
   int64_t in_blocks_per_pass = 1;
+  // Float16 weights: widened into a float32 scratch once per work item and pass (true: rows
+  // long enough that many pixel tiles share it), else in registers by every tile.
+  bool widen_weights = false;
 
   int64_t in_block_stride() const { return h * w * in_lanes; }   // floats between input blocks
   int64_t in_image_stride() const { return in_blocks * in_block_stride(); }
