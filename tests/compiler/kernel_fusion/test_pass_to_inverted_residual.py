@@ -13,6 +13,7 @@ from compiler.converter.context import PassContext
 from compiler.converter.pipeline import prepare_control_flow_body, run_passes
 from compiler.errors import ConfigError
 from compiler.kernel_fusion import KERNEL_FUSION_PIPELINE, run_kernel_fusions
+from compiler.kernel_fusion.passes.to_inverted_residual import MIN_IMAGES
 from compiler.lowering.lower_graph import lower_graph
 from compiler.lowering.weights import WeightStore
 from compiler.onnx_graph.tensor_types import write_type
@@ -128,6 +129,11 @@ def test_off_keeps_the_three_steps():
     assert KERNEL_FUSION_PIPELINE[-1] == "to_inverted_residual"
     out = fused(mobilenet_like(), "off")
     assert rewritten(out) == [] and sum(n.op_type == "NchwcConv" for n in out.graph.node) == 11
+
+
+def test_auto_fuses_from_the_measured_batch():
+    assert rewritten(fused(mobilenet_like(n=MIN_IMAGES - 1), "auto")) == []
+    assert rewritten(fused(mobilenet_like(n=MIN_IMAGES, hw=8), "auto")) == ["a_project", "b_project", "c_project"]
 
 
 def test_float16_block_matches_the_three_float16_steps():
