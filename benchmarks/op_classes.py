@@ -17,6 +17,8 @@ CLASSES = {
     "Pooling/reduce": {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Pooling", "AvgPool",
                        "ReduceMean", "ReduceMax", "ReduceSum", "Reduce", "ReduceL2"},
     "Concat": {"Concat", "Concatenation"},
+    # expand 1x1 + depthwise + project 1x1 in one step (ours); the peers' are in the Conv classes
+    "Inverted-residual block (fused)": {"NchwcInvertedResidual"},
     "Layout/copy": {"Transpose", "Reshape", "Reorder", "ReorderInput", "ReorderOutput", "ToNchwc", "FromNchwc",
                     "Flatten", "Squeeze", "Unsqueeze", "Slice", "Split", "Pad", "Gather", "Expand", "Tile",
                     "StridedSlice", "Identity", "Cast", "Convert", "Transpose2", "Broadcast", "Shape", "ShapeOf"},

@@ -6,6 +6,7 @@ from compiler.errors import ConfigError
 from compiler.lowering.device_memory import IPU_VERSIONS
 
 WINOGRAD_POLICIES = ("auto", "off", "f2x2", "f4x4")
+INVERTED_RESIDUAL_POLICIES = ("auto", "off", "all")
 
 
 @dataclasses.dataclass(slots=True)  # slots: a misspelt attribute raises instead of being ignored
@@ -21,6 +22,9 @@ class CompilerOptions:
     # Blocked 3x3 stride-1 float32 convs as Winograd F(m x m, 3x3) (to_winograd_conv): "auto" where
     # measured faster, "off", or "f2x2" / "f4x4" on every eligible layer (for measuring).
     winograd: str = "auto"
+    # MobileNetV2-style expand 1x1 -> depthwise -> project 1x1 blocks as one NchwcInvertedResidual
+    # step (to_inverted_residual): "auto" where measured faster, "off", or "all" (for measuring).
+    inverted_residual: str = "auto"
 
     def validate(self) -> "CompilerOptions":
         def positive_int(name, value, allow_none=False, minimum=1):
@@ -43,6 +47,9 @@ class CompilerOptions:
         if self.winograd not in WINOGRAD_POLICIES:
             raise ConfigError(f"CompilerOptions.winograd must be one of {', '.join(WINOGRAD_POLICIES)}, "
                               f"got {self.winograd!r}")
+        if self.inverted_residual not in INVERTED_RESIDUAL_POLICIES:
+            raise ConfigError(f"CompilerOptions.inverted_residual must be one of "
+                              f"{', '.join(INVERTED_RESIDUAL_POLICIES)}, got {self.inverted_residual!r}")
         return self
 
     def to_dict(self) -> dict:

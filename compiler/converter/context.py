@@ -21,6 +21,7 @@ class PassContext:
     max_tensor_size: int = -1                        # bytes a folded constant may have; -1 = unlimited
     max_input_bytes: Optional[int] = None            # bytes one graph input may have (the device memory); None = unlimited
     winograd: str = "auto"                           # to_winograd_conv's policy (CompilerOptions.winograd)
+    inverted_residual: str = "auto"                  # to_inverted_residual's (CompilerOptions.inverted_residual)
     passes_run: List[str] = dataclasses.field(default_factory=list)
     logger: logging.Logger = dataclasses.field(default_factory=lambda: get_logger("converter"))
 

@@ -24,26 +24,33 @@ KERNEL_FUSION_PIPELINE: List[str] = [
     "to_nchwc_layout",               # conv chains (FusedConv...) -> NCHW8c blocked layout; sees the fused ops
     "fold_transposes_into_nchwc_reorders",  # ToNchwc(T to NCHW), T(FromNchwc) to NHWC -> channels_last reorders
     "to_winograd_conv",              # 3x3 stride-1 NchwcConvs -> NchwcWinogradConv (transformed weights)
+    "to_inverted_residual",          # expand 1x1 -> depthwise -> project 1x1 NchwcConvs -> NchwcInvertedResidual
 ]
 BLOCKED_LAYOUT_PASS = "to_nchwc_layout"  # left out of KERNEL_FUSION_PIPELINE by CompilerOptions.blocked_layout=False
 WINOGRAD_PASS = "to_winograd_conv"  # left out by CompilerOptions.winograd="off"
+INVERTED_RESIDUAL_PASS = "to_inverted_residual"  # left out by CompilerOptions.inverted_residual="off"
 
 
 def run_kernel_fusions(model: onnx.ModelProto, model_name: str = "<model>",
-                       blocked_layout: bool = True, winograd: str = "auto") -> onnx.ModelProto:
+                       blocked_layout: bool = True, winograd: str = "auto",
+                       inverted_residual: str = "auto") -> onnx.ModelProto:
     """KERNEL_FUSION_PIPELINE on a copy of `model` (the caller's model is left as it was);
-    blocked_layout=False leaves out the NCHW8c layout pass, winograd="off" the Winograd one
-    (which needs the blocked layout); winograd is that pass's policy."""
+    blocked_layout=False leaves out the NCHW8c layout pass, winograd="off" the Winograd one and
+    inverted_residual="off" the fused-block one (both need the blocked layout); winograd and
+    inverted_residual are those passes' policies."""
     left_out = {BLOCKED_LAYOUT_PASS} if not blocked_layout else set()
     if winograd == "off" or not blocked_layout:
         left_out.add(WINOGRAD_PASS)
+    if inverted_residual == "off" or not blocked_layout:
+        left_out.add(INVERTED_RESIDUAL_PASS)
     names = [n for n in KERNEL_FUSION_PIPELINE if n not in left_out]
-    return run_passes(copy.deepcopy(model), names, PassContext(model_name=model_name, winograd=winograd))
+    return run_passes(copy.deepcopy(model), names, PassContext(model_name=model_name, winograd=winograd,
+                                                               inverted_residual=inverted_residual))
 
 
 def apply_kernel_fusion(model: onnx.ModelProto, options, model_name: str = "<model>") -> onnx.ModelProto:
     """The stage as the compile step runs it: per the CompilerOptions `options` (kernel_fusion,
-    blocked_layout, winograd), the model itself when kernel fusion is off."""
+    blocked_layout, winograd, inverted_residual), the model itself when kernel fusion is off."""
     if not options.kernel_fusion:
         return model
-    return run_kernel_fusions(model, model_name, options.blocked_layout, options.winograd)
+    return run_kernel_fusions(model, model_name, options.blocked_layout, options.winograd, options.inverted_residual)

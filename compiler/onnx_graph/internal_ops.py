@@ -31,6 +31,8 @@ being [N, C/8, H, W, 8]:
                                  as Winograd's F(m x m, 3x3) (compiler/onnx_graph/winograd.py), U
                                  the transformed weights [(m+2)², M/G, C/8, 8, G] (float32 or float16
                                  whatever X's type: the pass writes float32); X, Sum, Y blocked
+  NchwcInvertedResidual(X, We, Be, Wd, Bd, Wp, Bp)  expand 1x1 -> depthwise -> project 1x1 [+ X]
+                                 in one step (compiler/onnx_graph/inverted_residual.py)
   NchwcMaxPool(X)                kernel_shape strides dilations pads, ceil_mode (only for Y's
                                  shape, ONNX's MaxPool formula), zero_pads (1: the pads hold
                                  zeros, a folded Pad); X and Y blocked
@@ -45,7 +47,7 @@ from typing import Dict, List, Optional, Sequence
 import onnx
 from onnx import defs, helper
 
-from compiler.onnx_graph import nchwc, winograd
+from compiler.onnx_graph import inverted_residual, nchwc, winograd
 from compiler.onnx_graph.activations import ACTIVATIONS
 from compiler.onnx_graph.spatial_window import resolve_window
 
@@ -213,6 +215,17 @@ def _infer_nchwc_winograd_conv(ctx) -> None:
     _set_output(ctx, shape)
 
 
+def _infer_nchwc_inverted_residual(ctx) -> None:
+    shapes = [_static_shape(ctx, i) for i in (0, 1, 3, 5)]
+    read = _attr_reader(ctx)
+    try:
+        shape = None if None in shapes else inverted_residual.output_shape(
+            *shapes, read("strides", [1, 1]), read("pads", [0, 0, 0, 0]), bool(read("residual", 0)))
+    except ValueError:
+        shape = None
+    _set_output(ctx, shape)
+
+
 _POOL_ATTRS = ("kernel_shape", "strides", "dilations", "pads", "ceil_mode")
 
 
@@ -281,6 +294,16 @@ def _nchwc_schemas() -> List[defs.OpSchema]:
                        ("Sum", "Y's shape", True)],
                       [("pads", ints, "[top, left, bottom, right]"), ("activation", string, "epilogue activation"),
                        ("activation_params", floats, "its parameters")], _infer_nchwc_winograd_conv),
+        _nchwc_schema("NchwcInvertedResidual", "expand 1x1 -> depthwise -> project 1x1 [+ X] in one step",
+                      [x] + [(name, desc, False) for name, desc in (
+                          ("We", "expand weights"), ("Be", "[Cexp]"), ("Wd", "depthwise weights"), ("Bd", "[Cexp]"),
+                          ("Wp", "project weights"), ("Bp", "[Cout]"))],
+                      window + [("residual", defs.OpSchema.AttrType.INT, "1: Y adds X")] +
+                      [(f"{stage}_{suffix}", kind, f"the {stage} stage's {what}")
+                       for stage in inverted_residual.STAGES
+                       for suffix, kind, what in (("activation", string, "activation"),
+                                                  ("activation_params", floats, "activation parameters"))],
+                      _infer_nchwc_inverted_residual),
         _nchwc_schema("NchwcMaxPool", "MaxPool on a blocked tensor", [x],
                       window + [("ceil_mode", defs.OpSchema.AttrType.INT, "only for Y's shape"),
                                 ("zero_pads", defs.OpSchema.AttrType.INT, "1: the pads are zeros (a folded Pad)")],
@@ -292,7 +315,8 @@ def _nchwc_schemas() -> List[defs.OpSchema]:
     ]
 
 
-NCHWC_OPS = ("ToNchwc", "FromNchwc", "NchwcConv", "NchwcWinogradConv", "NchwcMaxPool", "NchwcAveragePool")
+NCHWC_OPS = ("ToNchwc", "FromNchwc", "NchwcConv", "NchwcWinogradConv", "NchwcInvertedResidual", "NchwcMaxPool",
+             "NchwcAveragePool")
 
 
 def _register_all() -> None:

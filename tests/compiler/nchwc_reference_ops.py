@@ -5,8 +5,8 @@ numerically against onnxruntime on the original one:
 
     ReferenceEvaluator(model, new_ops=INTERNAL_OPS).run(None, feeds)
 
-ToNchwc, FromNchwc, NchwcConv (the three variants), NchwcWinogradConv, NchwcMaxPool, NchwcAveragePool,
-FusedConv and FusedElementwise.
+ToNchwc, FromNchwc, NchwcConv (the three variants), NchwcWinogradConv, NchwcInvertedResidual, NchwcMaxPool,
+NchwcAveragePool, FusedConv and FusedElementwise.
 Everything computes in float64; the blocked ops return their input's type (float32 or float16, rounded
 once as the kernels do), the others float32."""
 import math
@@ -236,6 +236,27 @@ class NchwcWinogradConv(OpRun):
         return (_conv_epilogue(y, x.dtype, b, s, activation, activation_params),)
 
 
+class NchwcInvertedResidual(OpRun):
+    """Expand 1x1 -> depthwise -> project 1x1 [+ X], each stage's output rounded to X's type as the
+    runtime stores it between stages."""
+    op_domain = DOMAIN
+
+    def _run(self, x, we, be, wd, bd, wp, bp, kernel_shape=None, strides=None, dilations=None, pads=None,
+             residual=None, expand_activation=None, expand_activation_params=None, depthwise_activation=None,
+             depthwise_activation_params=None, project_activation=None, project_activation_params=None):
+        strides, dilations, pads = _window(strides, dilations, pads)
+        stage = from_blocked(x)
+        for w, b, group, window, activation, params, s in (
+                (we, be, 1, ([1, 1], [1, 1], [0, 0, 0, 0]), expand_activation, expand_activation_params, None),
+                (wd, bd, wd.shape[0] * BLOCK, (strides, dilations, pads), depthwise_activation,
+                 depthwise_activation_params, None),
+                (wp, bp, 1, ([1, 1], [1, 1], [0, 0, 0, 0]), project_activation, project_activation_params,
+                 x if residual else None)):
+            y = conv2d(stage, onnx_weights(w, 5, group), *window, group)
+            stage = from_blocked(_conv_epilogue(y, x.dtype, b, s, activation, params))
+        return (to_blocked(stage),)
+
+
 class NchwcMaxPool(OpRun):
     op_domain = DOMAIN
 
@@ -312,8 +333,8 @@ class FusedElementwise(OpRun):
         return (out.astype(inputs[0].dtype),)
 
 
-INTERNAL_OPS = [ToNchwc, FromNchwc, NchwcConv, NchwcWinogradConv, NchwcMaxPool, NchwcAveragePool, FusedConv,
-                FusedElementwise]
+INTERNAL_OPS = [ToNchwc, FromNchwc, NchwcConv, NchwcWinogradConv, NchwcInvertedResidual, NchwcMaxPool,
+                NchwcAveragePool, FusedConv, FusedElementwise]
 
 
 def run_internal(model, feeds):

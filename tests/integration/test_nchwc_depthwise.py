@@ -5,7 +5,9 @@ stride 1 and 2, Keras' symmetric and folded-ZeroPadding2D pads, planes of 7, 14 
 batch 1 and 2; the depthwise activation is Relu6 (applied in registers), swish (x·sigmoid(x),
 EfficientNet's; applied to each finished row) or none. float32 within 1e-4 of onnxruntime;
 float16 (Converter precision fp16: activations stay float16 through the tiles) within the
-float16 tolerance, on the default SIMD path and in a process forced to the portable one."""
+float16 tolerance, on the default SIMD path and in a process forced to the portable one. The
+blocks are compiled as three steps (CompilerOptions.inverted_residual="off"); the fused block's
+test is test_inverted_residual.py."""
 
 import numpy as np
 import pytest
@@ -15,6 +17,7 @@ from e2e_helpers import conv_attributes_and_output, run_in_new_process, run_onnx
 
 from compiler import Compiler
 from compiler.converter import Converter
+from compiler.options import CompilerOptions
 from tf_popef_op.runtime import ModelRunner, RuntimeConfig
 
 F = TensorProto.FLOAT
@@ -70,7 +73,8 @@ def check_case(name, precision):
     x = np.random.default_rng(1).standard_normal(x_shape).astype(np.float32)
     want = run_onnxruntime(model, {"X": x})["Y"]
     converted = Converter(precision=precision).convert(model)
-    runner = ModelRunner(Compiler.compile(converted), RuntimeConfig(profile=True))
+    runner = ModelRunner(Compiler.compile(converted, options=CompilerOptions(inverted_residual="off")),
+                         RuntimeConfig(profile=True))
     feed = x.astype(np.float16) if precision == "fp16" else x
     got = runner.execute({"X": feed})["Y"].astype(np.float32)
     # Every convolution ran blocked (the depthwise one included): no NCHW convolution kernel.

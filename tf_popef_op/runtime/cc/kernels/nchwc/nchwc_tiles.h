@@ -42,10 +42,13 @@ struct NchwcGeometry {
   // Float16 weights: widened into a float32 scratch once per work item and pass (true: rows
   // long enough that many pixel tiles share it), else in registers by every tile.
   bool widen_weights = false;
+  // Elements between input / output blocks when the rows are part of larger planes (a band of
+  // rows of NchwcInvertedResidual); 0: the planes are h·w / oh·ow pixels.
+  int64_t in_plane = 0, out_plane = 0;
 
-  int64_t in_block_stride() const { return h * w * in_lanes; }   // floats between input blocks
+  int64_t in_block_stride() const { return in_plane > 0 ? in_plane : h * w * in_lanes; }  // between input blocks
   int64_t in_image_stride() const { return in_blocks * in_block_stride(); }
-  int64_t out_block_stride() const { return oh * ow * kNchwcBlock; }
+  int64_t out_block_stride() const { return out_plane > 0 ? out_plane : oh * ow * kNchwcBlock; }
   int64_t out_image_stride() const { return out_blocks * out_block_stride(); }
   // Floats of weights per output block: [in_blocks, kh, kw, in_lanes, 8] (depthwise: [kh, kw, 8]).
   int64_t weights_per_out_block() const { return in_blocks * kh * kw * in_lanes * kNchwcBlock; }

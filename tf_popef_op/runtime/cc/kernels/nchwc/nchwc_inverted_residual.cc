@@ -1,0 +1,354 @@
+// NchwcInvertedResidual: MobileNetV2's inverted-residual block on the blocked NCHW8c layout
+// (docs/popef.md, "Internal ops") as one step, float32 or float16:
+//   E = act_e(conv1x1(X, We) + Be)                 expand     [N, Cexp/8, H, W, 8]
+//   D = act_d(depthwise(E, Wd) + Bd)               depthwise  [N, Cexp/8, OH, OW, 8]
+//   Y = act_p(conv1x1(D, Wp) + Bp [+ X])           project    [N, Cout/8, OH, OW, 8]
+// Inputs X, We, Be, Wd, Bd, Wp, Bp in NchwcConv's layouts; `residual` = 1 adds X (stride 1,
+// Cout == Cin). The activations are none, Relu or Clip (applied in registers).
+//
+// Why one step: as three NchwcConvs, E and D (6x the block's channels) each cross DRAM twice.
+// Here each work item (an image, or a run of its output rows when there are fewer images than
+// threads) walks its rows in bands: it expands the band's input rows (band + window halo) into
+// a buffer of its slice of scratch, runs the depthwise convolution on them into a second
+// buffer, and projects that into Y. The two buffers are sized to stay in L2 (kBandBytes), so
+// only X and Y touch memory. Consecutive bands share the window's halo rows: they move to the
+// front of the buffer instead of being expanded again.
+//
+// The three stages call the NchwcConv tile rows (nchwc_tiles.h) on geometries that describe the
+// band buffers. A 1x1 stage runs as NchwcConv runs it, on its rows as one long row of pixels;
+// where its source or destination rows are a band of a larger plane (X's, Y's), the geometry
+// carries that plane's stride (NchwcGeometry::in_plane / out_plane) and the band's first row
+// is folded into the pointers. Every pixel sums its products in the same order as NchwcConv, so
+// the result is bit-identical to the three separate steps
+// (tests/cc/nchwc_inverted_residual_kernel_tests.cc).
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "tf_popef_op/runtime/cc/kernels/nchwc/nchwc_checks.h"
+#include "tf_popef_op/runtime/cc/kernels/nchwc/nchwc_tiles.h"
+#include "tf_popef_op/runtime/cc/kernels/support/fp16_adapter.h"
+#include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
+
+namespace tfpopef {
+namespace kernels {
+namespace {
+
+// Bytes of one item's two band buffers: half of a Zen 4 / Ice Lake core's 1 MiB (1.25 MiB) L2,
+// the rest for the weights and the streamed X and Y rows.
+constexpr int64_t kBandBytes = 512 * 1024;
+// As NchwcConv's: output blocks per tile-row call, and the weight bytes of one pass over the
+// input channels (float32; float16 runs every 1x1 stage in one pass, so needs no partial sums).
+constexpr int64_t kItemBlocks = 8;
+constexpr int64_t kPassWeightBytes = 128 * 1024;
+constexpr size_t kScratchAlign = 64;
+
+size_t AlignUp(size_t n) { return (n + kScratchAlign - 1) / kScratchAlign * kScratchAlign; }
+
+struct InvertedResidualParams {
+  int64_t n = 0;
+  int64_t h = 0, w = 0, oh = 0, ow = 0;
+  int64_t in_blocks = 0, mid_blocks = 0, out_blocks = 0;
+  int64_t sh = 1, pad_top = 0, kh = 1;
+  bool residual = false, half = false;
+  // Items: images x chunks of `chunk_rows` output rows; each chunk in bands of `band_rows`.
+  int64_t chunks_per_image = 1, chunk_rows = 0, band_rows = 0;
+  int64_t buffer_rows = 0;  // rows of E's planes (a band's window rows; a whole image's when it is one band)
+  // Tile-row geometries: expand (X's band -> E) and project (D -> Y's band) as one long row of
+  // pixels each; depthwise on E's band (pad_top set per band).
+  NchwcGeometry expand, depthwise, project;
+  NchwcEpilogue expand_epilogue, depthwise_epilogue, project_epilogue;
+  size_t d_offset = 0, slice_bytes = 0;
+  int64_t slices = 0;
+  NchwcTileFns tiles;
+};
+
+class NchwcInvertedResidualKernel final : public Kernel {
+ public:
+  explicit NchwcInvertedResidualKernel(const InvertedResidualParams& p) : p_(p) {}
+
+  size_t scratch_bytes() const override { return static_cast<size_t>(p_.slices) * p_.slice_bytes; }
+
+  void Run(const KernelContext& ctx) const override {
+    if (p_.half) RunOn<uint16_t>(ctx);
+    else RunOn<float>(ctx);
+  }
+
+ private:
+  // One run's tensors and epilogues; AT is the type of the activations and the 1x1 weights.
+  template <typename AT>
+  struct Tensors {
+    const AT *x, *we, *wp;
+    const float* wd;
+    AT* y;
+    NchwcEpilogue expand, depthwise, project;
+  };
+
+  template <typename AT>
+  void RunOn(const KernelContext& ctx) const {
+    Tensors<AT> t;
+    t.x = static_cast<const AT*>(ctx.inputs[0]);
+    t.we = static_cast<const AT*>(ctx.inputs[1]);
+    t.wd = static_cast<const float*>(ctx.inputs[3]);
+    t.wp = static_cast<const AT*>(ctx.inputs[5]);
+    t.y = static_cast<AT*>(ctx.outputs[0]);
+    t.expand = p_.expand_epilogue;
+    t.expand.bias = static_cast<const float*>(ctx.inputs[2]);
+    t.depthwise = p_.depthwise_epilogue;
+    t.depthwise.bias = static_cast<const float*>(ctx.inputs[4]);
+    t.project = p_.project_epilogue;
+    t.project.bias = static_cast<const float*>(ctx.inputs[6]);
+    const int64_t items = p_.n * p_.chunks_per_image;
+    if (items == 0) return;
+    ParallelForChunks(items, 1, [&](int64_t slice, int64_t i0, int64_t i1) {
+      char* base = static_cast<char*>(ctx.scratch) + slice * p_.slice_bytes;
+      AT* e_buf = reinterpret_cast<AT*>(base);
+      AT* d_buf = reinterpret_cast<AT*>(base + p_.d_offset);
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t image = i / p_.chunks_per_image, chunk = i % p_.chunks_per_image;
+        const int64_t oy_begin = chunk * p_.chunk_rows, oy_end = std::min(p_.oh, oy_begin + p_.chunk_rows);
+        RunChunk(t, image, oy_begin, oy_end, e_buf, d_buf);
+      }
+    });
+  }
+
+  // Output rows [oy_begin, oy_end) of one image, band by band.
+  template <typename AT>
+  void RunChunk(const Tensors<AT>& t, int64_t image, int64_t oy_begin, int64_t oy_end, AT* e_buf, AT* d_buf) const {
+    const AT* x_img = t.x + image * p_.in_blocks * p_.h * p_.w * kNchwcBlock;
+    AT* y_img = t.y + image * p_.out_blocks * p_.oh * p_.ow * kNchwcBlock;
+    const int64_t e_row = p_.w * kNchwcBlock, e_plane = p_.buffer_rows * e_row;
+    int64_t have_lo = 0, have_hi = 0;  // input rows in E: [have_lo, have_hi), row have_lo in slot 0
+    for (int64_t oy0 = oy_begin; oy0 < oy_end; oy0 += p_.band_rows) {
+      const int64_t rows = std::min(oy_end - oy0, p_.band_rows);
+      const int64_t first = oy0 * p_.sh - p_.pad_top;          // the band's first window row (< 0: pad)
+      const int64_t last = (oy0 + rows - 1) * p_.sh - p_.pad_top + p_.kh;  // one past its last
+      const int64_t lo = std::max<int64_t>(0, first), hi = std::min(p_.h, last);
+      int64_t kept = 0;
+      if (have_lo <= lo && lo < have_hi) {
+        kept = have_hi - lo;
+        for (int64_t cb = 0; cb < p_.mid_blocks; ++cb)
+          std::memmove(e_buf + cb * e_plane, e_buf + cb * e_plane + (lo - have_lo) * e_row,
+                       static_cast<size_t>(kept * e_row) * sizeof(AT));
+      }
+      Expand(t, x_img, lo, kept, hi - lo, e_buf);
+      // Window rows past the input's bottom that fall inside E's planes read as the zero pads.
+      const int64_t zero_to = std::min(p_.buffer_rows, last - lo);
+      if (zero_to > hi - lo)
+        for (int64_t cb = 0; cb < p_.mid_blocks; ++cb)
+          std::fill(e_buf + cb * e_plane + (hi - lo) * e_row, e_buf + cb * e_plane + zero_to * e_row, AT{});
+      have_lo = lo;
+      have_hi = hi;
+      NchwcGeometry gd = p_.depthwise;
+      gd.pad_top = lo - first;  // local row j's window starts at slot j·sh - pad_top
+      for (int64_t cb = 0; cb < p_.mid_blocks; ++cb)
+        for (int64_t j = 0; j < rows; ++j) DepthwiseRow(gd, e_buf, t, d_buf, cb, j);
+      Project(t, x_img, y_img, oy0, rows, d_buf);
+    }
+  }
+
+  // E's slots [from, to) from input rows lo + slot: pixels [from·W, to·W) of the band's long row.
+  template <typename AT>
+  void Expand(const Tensors<AT>& t, const AT* x_img, int64_t lo, int64_t from, int64_t to, AT* e_buf) const {
+    if (from >= to) return;
+    const AT* x_band = x_img + lo * p_.w * kNchwcBlock;
+    for (int64_t ob0 = 0; ob0 < p_.mid_blocks; ob0 += kItemBlocks)
+      ConvRow(p_.expand, x_band, t.we, t.expand, Partial(e_buf), e_buf, ob0, std::min(kItemBlocks, p_.mid_blocks - ob0),
+              from * p_.w, to * p_.w);
+  }
+
+  // Y's rows [oy0, oy0 + rows) from D's slots [0, rows).
+  template <typename AT>
+  void Project(const Tensors<AT>& t, const AT* x_img, AT* y_img, int64_t oy0, int64_t rows, const AT* d_buf) const {
+    const int64_t at = oy0 * p_.ow * kNchwcBlock;
+    AT* y_band = y_img + at;
+    NchwcEpilogue e = t.project;
+    e.sum = p_.residual ? x_img + at : nullptr;  // X has Y's planes (stride 1, Cin == Cout)
+    for (int64_t ob0 = 0; ob0 < p_.out_blocks; ob0 += kItemBlocks)
+      ConvRow(p_.project, d_buf, t.wp, e, Partial(y_band), y_band, ob0, std::min(kItemBlocks, p_.out_blocks - ob0), 0,
+              rows * p_.ow);
+  }
+
+  // Where a float32 1x1 stage keeps its partial sums between passes: its output itself. A float16
+  // one takes all input channels in one pass.
+  template <typename AT>
+  static float* Partial(AT* out) {
+    if constexpr (std::is_same_v<AT, float>) return out;
+    else return nullptr;
+  }
+
+  void ConvRow(const NchwcGeometry& g, const float* x, const float* w, const NchwcEpilogue& e, float* partial,
+               float* y, int64_t ob0, int64_t obn, int64_t ox0, int64_t ox1) const {
+    p_.tiles.conv_row(g, x, w, e, partial, y, 0, ob0, obn, 0, ox0, ox1);
+  }
+  void ConvRow(const NchwcGeometry& g, const uint16_t* x, const uint16_t* w, const NchwcEpilogue& e, float* partial,
+               uint16_t* y, int64_t ob0, int64_t obn, int64_t ox0, int64_t ox1) const {
+    p_.tiles.conv_row_half(g, x, w, e, partial, y, 0, ob0, obn, 0, ox0, ox1);
+  }
+  template <typename AT>
+  void DepthwiseRow(const NchwcGeometry& g, const AT* e_buf, const Tensors<AT>& t, AT* d_buf, int64_t cb,
+                    int64_t j) const {
+    if constexpr (std::is_same_v<AT, float>) p_.tiles.depthwise_row(g, e_buf, t.wd, t.depthwise, d_buf, 0, cb, j, 0, p_.ow);
+    else p_.tiles.depthwise_row_half(g, e_buf, t.wd, t.depthwise, d_buf, 0, cb, j, 0, p_.ow);
+  }
+
+  const InvertedResidualParams p_;
+};
+
+// A stage's epilogue from attributes `<stage>_activation` / `<stage>_activation_params`: none,
+// Relu or Clip (the tiles apply them in registers, in float32 and float16 alike).
+NchwcEpilogue ReadStageEpilogue(const KernelSpec& spec, const std::string& stage) {
+  const std::string name = spec.attrs.String(stage + "_activation", "");
+  const std::vector<float> params = spec.attrs.Has(stage + "_activation_params")
+                                        ? spec.attrs.Floats(stage + "_activation_params")
+                                        : std::vector<float>{};
+  const ActivationFunction f = ParseActivation(spec, name, params);
+  NchwcEpilogue e;
+  switch (f.activation) {
+    case Activation::kNone: break;
+    case Activation::kRelu: e.in_register = NchwcEpilogue::InRegister::kRelu; break;
+    case Activation::kClip:
+      e.in_register = NchwcEpilogue::InRegister::kClip;
+      e.lo = f.p0;
+      e.hi = f.p1;
+      break;
+    default:
+      throw Error(ErrorCode::kUnimplemented, spec.Where() + ": " + stage + "_activation '" + name +
+                                                 "' (supported: none, Relu, Clip)");
+  }
+  return e;
+}
+
+// A 1x1 stage's geometry: `pixels` as one long row, from planes of `in_plane` elements to planes
+// of `out_plane` (0: `pixels`·8).
+NchwcGeometry PointwiseGeometry(int64_t in_blocks, int64_t out_blocks, int64_t out_group, int64_t pixels,
+                                int64_t in_plane, int64_t out_plane, bool half) {
+  NchwcGeometry g;
+  g.in_blocks = in_blocks;
+  g.out_blocks = out_blocks;
+  g.out_group = out_group;
+  g.h = g.oh = 1;
+  g.w = g.ow = pixels;
+  g.in_plane = in_plane;
+  g.out_plane = out_plane;
+  const int64_t block_weight_bytes = kItemBlocks * kNchwcBlock * kNchwcBlock * int64_t{sizeof(float)};
+  g.in_blocks_per_pass = half ? in_blocks : std::max<int64_t>(1, kPassWeightBytes / block_weight_bytes);
+  return g;
+}
+
+// A blocked 1x1 weight tensor [M/G, C/8, 1, 1, 8, G] on `in_blocks` input blocks: its output
+// blocks and G/8.
+void ReadPointwiseWeights(const KernelSpec& spec, const std::string& what, const std::vector<int64_t>& w,
+                          int64_t in_blocks, int64_t* out_blocks, int64_t* out_group) {
+  if (w.size() != 6 || (w[5] != kNchwcBlock && w[5] != 2 * kNchwcBlock))
+    throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": " + what + " has shape " + ShapeToString(w) +
+                                                 ", expected blocked 1x1 weights [M/G, C/8, 1, 1, 8, G], G = 8 or 16");
+  *out_group = w[5] / kNchwcBlock;
+  *out_blocks = w[0] * *out_group;
+  CheckShape(spec, what, w, {w[0], in_blocks, 1, 1, kNchwcBlock, w[5]});
+}
+
+std::unique_ptr<Kernel> PrepareNchwcInvertedResidual(const KernelSpec& spec) {
+  InvertedResidualParams p;
+  const auto& x = spec.inputs[0].shape;
+  CheckBlocked(spec, "input X", x);
+  p.n = x[0];
+  p.in_blocks = x[1];
+  p.h = x[2];
+  p.w = x[3];
+  int64_t expand_group = 1, project_group = 1;
+  ReadPointwiseWeights(spec, "expand weights We", spec.inputs[1].shape, p.in_blocks, &p.mid_blocks, &expand_group);
+  CheckShape(spec, "expand bias Be", spec.inputs[2].shape, {p.mid_blocks * kNchwcBlock});
+  // The depthwise window, read as NchwcConv reads it.
+  NchwcGeometry& gd = p.depthwise;
+  gd.h = p.h;
+  gd.w = p.w;
+  ReadNchwcWindow(spec, &gd);
+  if (gd.dh != 1 || gd.dw != 1)
+    throw Error(ErrorCode::kUnimplemented, spec.Where() + ": depthwise dilations " + std::to_string(gd.dh) + "x" +
+                                               std::to_string(gd.dw) + " (supported: 1x1)");
+  CheckShape(spec, "depthwise weights Wd", spec.inputs[3].shape, {p.mid_blocks, gd.kh, gd.kw, kNchwcBlock});
+  CheckShape(spec, "depthwise bias Bd", spec.inputs[4].shape, {p.mid_blocks * kNchwcBlock});
+  ReadPointwiseWeights(spec, "project weights Wp", spec.inputs[5].shape, p.mid_blocks, &p.out_blocks,
+                       &project_group);
+  CheckShape(spec, "project bias Bp", spec.inputs[6].shape, {p.out_blocks * kNchwcBlock});
+  p.oh = gd.oh;
+  p.ow = gd.ow;
+  p.sh = gd.sh;
+  p.kh = gd.kh;
+  p.pad_top = gd.pad_top;
+  CheckOutputShape(spec, 0, {p.n, p.out_blocks, p.oh, p.ow, kNchwcBlock});
+  const int64_t residual = spec.attrs.Int("residual", 0);
+  if (residual != 0 && residual != 1)
+    throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": attribute 'residual' is " + std::to_string(residual) +
+                                                 ", expected 0 or 1");
+  p.residual = residual == 1;
+  if (p.residual && (p.out_blocks != p.in_blocks || p.oh != p.h || p.ow != p.w))
+    throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": residual = 1 adds X " + ShapeToString(x) +
+                                                 " to the output " + ShapeToString(spec.outputs[0].shape) +
+                                                 ", which needs the same shape");
+  p.expand_epilogue = ReadStageEpilogue(spec, "expand");
+  p.depthwise_epilogue = ReadStageEpilogue(spec, "depthwise");
+  p.project_epilogue = ReadStageEpilogue(spec, "project");
+  p.half = spec.inputs[0].dtype == DType::kFloat16;
+  if (spec.inputs[3].dtype != DType::kFloat32)  // (CreateNchwcInvertedResidual widens them)
+    throw Error(ErrorCode::kInternal, spec.Where() + ": float16 depthwise weights reached the tiles");
+  const int64_t band_rows = spec.attrs.Int("band_rows", 0);
+  if (band_rows < 0)
+    throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": attribute 'band_rows' is " + std::to_string(band_rows) +
+                                                 ", expected 0 (by the L2 budget) or a number of output rows");
+
+  // Items: each image, cut into runs of rows when there are fewer images than threads.
+  const int64_t threads = ThreadPool::Global().num_threads();
+  p.chunks_per_image = std::clamp<int64_t>(p.n >= threads ? 1 : (threads + p.n - 1) / std::max<int64_t>(1, p.n), 1,
+                                           std::max<int64_t>(1, p.oh));
+  p.chunk_rows = (p.oh + p.chunks_per_image - 1) / p.chunks_per_image;
+  p.chunks_per_image = std::max<int64_t>(1, (p.oh + p.chunk_rows - 1) / std::max<int64_t>(1, p.chunk_rows));
+  // Bands: as many output rows as keep both buffers within kBandBytes, near-equal in a chunk.
+  const int64_t act = p.half ? int64_t{sizeof(uint16_t)} : int64_t{sizeof(float)};
+  const int64_t mid = p.mid_blocks * kNchwcBlock;
+  auto band_bytes = [&](int64_t b) { return act * mid * (((b - 1) * p.sh + p.kh) * p.w + b * p.ow); };
+  int64_t fit = band_rows;
+  if (fit == 0)
+    for (fit = 1; fit < p.chunk_rows && band_bytes(fit + 1) <= kBandBytes;) ++fit;
+  if (p.chunks_per_image == 1 && fit >= p.oh) {  // whole images
+    p.band_rows = std::max<int64_t>(1, p.oh);
+    p.buffer_rows = p.h;
+  } else {
+    const int64_t bands = (p.chunk_rows + fit - 1) / fit;
+    p.band_rows = (p.chunk_rows + bands - 1) / bands;
+    p.buffer_rows = (p.band_rows - 1) * p.sh + p.kh;
+  }
+  gd.in_blocks = gd.out_blocks = p.mid_blocks;
+  gd.h = p.buffer_rows;
+  gd.oh = p.band_rows;
+  p.expand = PointwiseGeometry(p.in_blocks, p.mid_blocks, expand_group, p.buffer_rows * p.w,
+                               p.h * p.w * kNchwcBlock, 0, p.half);
+  p.project = PointwiseGeometry(p.mid_blocks, p.out_blocks, project_group, p.band_rows * p.ow, 0,
+                                p.oh * p.ow * kNchwcBlock, p.half);
+
+  p.d_offset = AlignUp(static_cast<size_t>(mid * p.buffer_rows * p.w * act));
+  p.slice_bytes = p.d_offset + AlignUp(static_cast<size_t>(mid * p.band_rows * p.ow * act));
+  p.slices = std::min<int64_t>(threads, p.n * p.chunks_per_image);
+  p.tiles = NchwcTiles();
+  return std::make_unique<NchwcInvertedResidualKernel>(p);
+}
+
+std::unique_ptr<Kernel> CreateNchwcInvertedResidual(const KernelSpec& spec) {
+  CheckArity(spec, 7, 7, 1);
+  CheckSameDType(spec, {DType::kFloat32, DType::kFloat16});
+  // X, Y and the 1x1 weights are read and written as they are (float16 widened in registers);
+  // the adapter widens the biases and depthwise weights (few) once.
+  return WithFloat16Support(spec, PrepareNchwcInvertedResidual, {0, 1, 5}, {0});
+}
+
+}  // namespace
+
+TFPOPEF_REGISTER_KERNEL("NchwcInvertedResidual", CreateNchwcInvertedResidual);
+
+}  // namespace kernels
+}  // namespace tfpopef
