@@ -180,7 +180,7 @@ class _Blocker(GraphRewrite):
         if len(node.output) != 1 or len(node.input) < 2:
             return None
         x, y = self.types.get(node.input[0]), self.types.get(node.output[0])
-        if (not _plain_4d(x) or not (_plain_4d(y) and narrow or _blockable(y)) or x.elem_type != y.elem_type
+        if (not _plain_4d(x) or not (_blockable(y) or (narrow and _plain_4d(y))) or x.elem_type != y.elem_type
                 or node.input[1] not in self.constants):
             return None
         w = self.constants.value(node.input[1])
