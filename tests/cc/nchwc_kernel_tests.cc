@@ -8,7 +8,10 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "tests/cc/blocked_layout.h"
 #include "tests/cc/kernel_tester.h"
@@ -238,7 +241,8 @@ KERNEL_TEST(NchwcConv_Epilogues_BothPaths_VsNaive) {
   const Epi epilogues[] = {
       {"", {}, true, false},        {"Relu", {}, true, false},   {"Clip", {0, 6}, true, true},
       {"Clip", {-0.5, 0.25}, false, false}, {"Sigmoid", {}, true, false}, {"HardSwish", {}, false, true},
-      {"Relu", {}, true, true},
+      {"Relu", {}, true, true},     {"Swish", {1.0}, true, true}, {"Swish", {1.702}, true, false},
+      {"HardSigmoid", {0.2, 0.5}, true, false}, {"Elu", {1.0}, true, false},
   };
   uint32_t seed = 13000;
   ForEachSimdPath([&] {
@@ -250,7 +254,8 @@ KERNEL_TEST(NchwcConv_Epilogues_BothPaths_VsNaive) {
 KERNEL_TEST(NchwcConv_Float16_EveryVariant_VsNaive) {
   uint32_t seed = 16000;
   ForEachSimdPath([&] {
-    for (const Epi& e : {Epi{"Relu", {}, true, true}, Epi{"Sigmoid", {}, true, false}, kPlain})
+    for (const Epi& e : {Epi{"Relu", {}, true, true}, Epi{"Sigmoid", {}, true, false}, Epi{"Swish", {1.0}, true, true},
+                         Epi{"HardSwish", {}, true, false}, kPlain})
       for (const ConvCase& k : OneOfEachVariant()) RunConv(k, e, seed += 4, F16);
   });
 }
@@ -260,9 +265,32 @@ KERNEL_TEST(NchwcConv_Float16_EveryGeometry_BitIdenticalToFloat32RoundedOnce) {
   ForEachSimdPath([&] {
     for (const ConvCase& k : Geometries()) RunConvFloat16AgainstFloat32(k, Epi{"Relu", {}, true, true}, seed += 4);
     for (const Epi& e : {kPlain, Epi{"Clip", {0, 6}, true, false}, Epi{"Clip", {-0.5, 0.25}, false, true},
-                         Epi{"Sigmoid", {}, true, true}})
+                         Epi{"Sigmoid", {}, true, true}, Epi{"Swish", {1.0}, true, false},
+                         Epi{"HardSigmoid", {0.2, 0.5}, false, true}, Epi{"HardSwish", {}, true, true}})
       for (const ConvCase& k : OneOfEachVariant()) RunConvFloat16AgainstFloat32(k, e, seed += 4);
+    // every geometry (tile widths, paired weights, passes over the channels) with a sigmoid in registers
+    for (const ConvCase& k : Geometries()) RunConvFloat16AgainstFloat32(k, Epi{"Swish", {1.0}, true, true}, seed += 4);
   });
+}
+
+// A float16 convolution whose activation the tiles apply in registers reads and writes its
+// float16 tensors itself: no scratch for widened copies of X and Y (a 1x1 convolution in one
+// pass over its channels needs none), unlike an activation finished outside the tiles (Elu).
+KERNEL_TEST(NchwcConv_Float16_InRegisterActivations_NoWidenedCopies) {
+  auto scratch_bytes = [](const char* activation, std::vector<double> params) {
+    const nlohmann::json attrs = {{"kernel_shape", {1, 1}}, {"strides", {1, 1}}, {"dilations", {1, 1}},
+                                  {"pads", {0, 0, 0, 0}}, {"group", 1}, {"activation", activation},
+                                  {"activation_params", params}, {"has_bias", 0}, {"has_sum", 0}};
+    const KernelSpec spec{"NchwcConv", "test_node", {{F16, {1, 2, 6, 6, B}}, {F16, {2, 2, 1, 1, B, B}}},
+                          {{F16, {1, 2, 6, 6, B}}}, tfpopef::Attrs(attrs, "op 'NchwcConv' (node 'test_node')")};
+    return KernelRegistry::Get().Create(spec)->scratch_bytes();
+  };
+  for (const auto& [name, params] : std::vector<std::pair<const char*, std::vector<double>>>{
+           {"Relu", {}}, {"Sigmoid", {}}, {"Swish", {1.0}}, {"HardSigmoid", {0.2, 0.5}}, {"HardSwish", {}}})
+    if (const size_t bytes = scratch_bytes(name, params); bytes != 0)
+      Fail(std::string("float16 NchwcConv with ") + name + " asks for " + std::to_string(bytes) +
+           " scratch bytes: its tensors go through the float16 adapter");
+  if (scratch_bytes("Elu", {1.0}) == 0) Fail("float16 NchwcConv with Elu: expected the adapter's widened copies");
 }
 
 // Depthwise windows 3, 5 and 7 wide (the compile-time tiles) at strides 1 and 2, plus one each

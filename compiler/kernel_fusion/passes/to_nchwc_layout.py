@@ -12,6 +12,12 @@ Rewritten, on the main graph only (control-flow bodies keep reading NCHW tensors
             auto_pad becomes explicit pads, FusedConv's activation carries over. Its X is read
             blocked when C % 8 == 0 (through ToNchwc if nothing writes it blocked), else plain
             (the RGB stem); FusedConv's Sum is read blocked.
+  narrow conv  a conv as above but with M % 8 != 0 (squeeze-and-excite's reduce conv, M = C/4
+            or C/24 on the pooled [N, C, 1, 1]), no Sum, whose output is read only as X by
+            group-1 convs that fit and is no graph output -> NchwcConv with M padded to whole
+            blocks (zero weights and bias: the padded channels hold act(0), finite for every
+            activation), its readers NchwcConvs on the padded blocked tensor with zero weights
+            for the padded input channels: the squeeze-and-excite branch stays blocked.
   MaxPool   on a tensor written blocked (one output, storage_order 0) -> NchwcMaxPool
             (explicit pads; ceil_mode kept for the output shape). A zero Pad of H and W before
             it (ResNet's stem: Relu -> ZeroPadding2D -> MaxPool), read by nothing else, on a
@@ -132,6 +138,8 @@ class _ConvPlan:
     group: int
     activation: str
     activation_params: List[float]
+    out_channels: Optional[int] = None  # M padded to whole blocks (a narrow conv), else None
+    in_channels: Optional[int] = None   # C padded to whole blocks (reading a narrow conv), else None
 
 
 class _Blocker(GraphRewrite):
@@ -150,7 +158,7 @@ class _Blocker(GraphRewrite):
         self.to_block: Set[str] = set()           # NCHW tensors some rewritten node reads blocked
         self.produced: Set[str] = set()           # tensors now written blocked only (T -> T__nchwc)
         self.blocked_names: Dict[str, str] = {}   # T -> T__nchwc
-        self.new_weights: Dict[tuple, str] = {}   # (W, variant) -> re-laid out initializer
+        self.new_weights: Dict[tuple, str] = {}   # (W, variant, paddings) -> re-laid out initializer
 
     def run(self) -> bool:
         for node in self.nodes:
@@ -160,16 +168,19 @@ class _Blocker(GraphRewrite):
                     self.convs[id(node)] = plan
         if not self.convs:
             return False
+        self._pad_narrow_convs()
         self._choose_blocked_ops()
         self._rewrite()
         return True
 
     # --- decisions ----------------------------------------------------------------------------
-    def _conv_plan(self, node: onnx.NodeProto) -> Optional[_ConvPlan]:
+    def _conv_plan(self, node: onnx.NodeProto, narrow: bool = False) -> Optional[_ConvPlan]:
+        """How `node` becomes an NchwcConv, or None; with `narrow`, for an M % 8 != 0 conv
+        (then only the M check differs)."""
         if len(node.output) != 1 or len(node.input) < 2:
             return None
         x, y = self.types.get(node.input[0]), self.types.get(node.output[0])
-        if (not _plain_4d(x) or not _blockable(y) or x.elem_type != y.elem_type
+        if (not _plain_4d(x) or not (_blockable(y) or (narrow and _plain_4d(y))) or x.elem_type != y.elem_type
                 or node.input[1] not in self.constants):
             return None
         w = self.constants.value(node.input[1])
@@ -201,6 +212,29 @@ class _Blocker(GraphRewrite):
         if activation not in ACTIVATIONS or len(params) != len(ACTIVATIONS[activation].params):
             return None
         return _ConvPlan(variant, window, group, activation, params)
+
+    def _pad_narrow_convs(self) -> None:
+        """Narrow convs (M % 8 != 0) read only as X by group-1 convs that are planned: planned
+        with M padded to whole blocks, their readers on the padded blocked tensor."""
+        readers = consumers(self.graph)
+        for node in self.nodes:
+            if not _is_conv(node) or id(node) in self.convs or (len(node.input) > 3 and node.input[3]):
+                continue
+            y = node.output[0] if len(node.output) == 1 else None
+            users = readers.get(y, [])
+            if (y is None or y in self.outputs or not users
+                    or not all(id(u) in self.convs and self.convs[id(u)].variant == nchwc.PLAIN_INPUT
+                               and list(u.input).count(y) == 1 and u.input[0] == y for u in users)):
+                continue
+            plan = self._conv_plan(node, narrow=True)
+            if plan is None:
+                continue
+            padded = -(-self.types[y].shape[1] // nchwc.BLOCK) * nchwc.BLOCK
+            plan.out_channels = padded
+            self.convs[id(node)] = plan
+            for user in users:
+                self.convs[id(user)].variant = nchwc.BLOCKED
+                self.convs[id(user)].in_channels = padded
 
     def _is_bias(self, name: str, m: int, dtype) -> bool:
         if name not in self.constants:
@@ -360,6 +394,8 @@ class _Blocker(GraphRewrite):
     # --- edits --------------------------------------------------------------------------------
     def _rewrite(self) -> None:
         replaced = {n.input[1] for n in self.nodes if id(n) in self.convs}
+        replaced.update(n.input[2] for n in self.nodes  # narrow convs' biases, padded
+                        if id(n) in self.convs and self.convs[id(n)].out_channels and len(n.input) > 2 and n.input[2])
         replaced.update(i for pad in self.folded.values() for i in pad.input[1:] if i)  # pads, value
         replaced.update(i for n in self.nodes if id(n) in self.means for i in n.input[1:] if i)  # axes
         replaced.update(i for n in self.nodes if id(n) in self.kept for i in n.input
@@ -425,18 +461,32 @@ class _Blocker(GraphRewrite):
             plain(x)
         else:
             x = blocked(x)
-        inputs = [x, self._weights(node.input[1], plan.variant),
-                  node.input[2] if len(node.input) > 2 else "",
+        bias = node.input[2] if len(node.input) > 2 else ""
+        if bias and plan.out_channels:
+            bias = self._padded_bias(bias, plan.out_channels)
+        inputs = [x, self._weights(node.input[1], plan),
+                  bias,
                   blocked(node.input[3]) if len(node.input) > 3 and node.input[3] else ""]
         window = helper.make_node("Conv", [], [], group=plan.group, **plan.window)  # the attributes to take
         return fused_node("NchwcConv", inputs, self._blocked_name(node.output[0]), node.name, window,
                           plan.activation, plan.activation_params)
 
-    def _weights(self, name: str, variant: str) -> str:
-        key = (name, variant)
+    def _weights(self, name: str, plan: _ConvPlan) -> str:
+        key = (name, plan.variant, plan.out_channels, plan.in_channels)
         if key not in self.new_weights:
-            self.new_weights[key] = self.add_initializer(name + _SUFFIX,
-                                                         nchwc.block_weights(self.constants.value(name), variant))
+            w = self.constants.value(name)
+            if plan.out_channels or plan.in_channels:  # zeros for the padded output / input channels
+                w = np.pad(w, [(0, (plan.out_channels or w.shape[0]) - w.shape[0]),
+                               (0, (plan.in_channels or w.shape[1]) - w.shape[1]), (0, 0), (0, 0)])
+            self.new_weights[key] = self.add_initializer(name + _SUFFIX, nchwc.block_weights(w, plan.variant))
+        return self.new_weights[key]
+
+    def _padded_bias(self, name: str, size: int) -> str:
+        """A narrow conv's bias [M] with zeros up to `size`."""
+        key = (name, "bias", size)
+        if key not in self.new_weights:
+            value = self.constants.value(name)
+            self.new_weights[key] = self.add_initializer(name + _SUFFIX, np.pad(value, (0, size - value.shape[0])))
         return self.new_weights[key]
 
     def _on_blocked(self, node: onnx.NodeProto, blocked) -> onnx.NodeProto:

@@ -486,13 +486,42 @@ def squeeze_and_excite(mean="GlobalAveragePool", opset=13, as_net=False):
 def test_squeeze_and_excite_stays_blocked(mean, opset):
     model = squeeze_and_excite(mean, opset)
     out = run_kernel_fusions(model)
-    # only the squeezed [N, C, 1, 1] is converted (the reduce conv has M = 4): the big tensors never are
-    assert counts(out) == {"ToNchwc": 1, "NchwcConv": 4, "ReduceMean": 1, "FromNchwc": 2, "FusedConv": 1,
-                           "Mul": 1}
+    # the reduce conv (M = 4) runs padded to one block: only the input and the output are converted
+    assert counts(out) == {"ToNchwc": 1, "NchwcConv": 5, "ReduceMean": 1, "FromNchwc": 1, "Mul": 1}
     squeeze = node_named(out, "squeeze")
     assert squeeze.input[0] == "depthwise__nchwc" and squeeze.output[0] == "squeeze__nchwc"
     assert node_named(out, "scaled").input[:] == ["depthwise__nchwc", "gate__nchwc"]
+    reduce, excite = node_named(out, "reduce"), node_named(out, "excite")
+    assert reduce.op_type == excite.op_type == "NchwcConv" and excite.input[0] == reduce.output[0]
+    assert init_shape(out, reduce.input[1]) == (1, 4, 1, 1, 8, 8) and init_shape(out, reduce.input[2]) == (8,)
+    assert init_shape(out, excite.input[1]) == (2, 1, 1, 1, 8, 16)  # C = 4 read as one padded block
     check(model, out)
+
+
+@pytest.mark.parametrize("reader", ["Relu", "output", "grouped-conv"])
+def test_a_narrow_conv_stays_nchw_unless_only_blocked_convs_read_it(reader):
+    net = Net()
+    narrow = net.conv(net.conv("X", 8, 8, out="a"), 8, 12, out="narrow")
+    outputs = ["Y"]
+    if reader == "Relu":
+        net.op("Relu", [narrow], out="Y")
+    elif reader == "output":
+        net.conv(narrow, 12, 8, out="Y")
+        outputs.append("narrow")
+    else:
+        net.conv(narrow, 12, 12, k=3, group=2, pads=[1, 1, 1, 1], out="Y")
+    model = net.model([("X", F32, [1, 8, 4, 4])], outputs)
+    out = run_pass(model, PASS)
+    assert node_named(out, "narrow").op_type == "Conv"
+    check(model, out)
+
+
+def test_narrow_convs_padded_in_float16():
+    net = squeeze_and_excite(as_net=True)
+    model = fp16_model(net, [("X", F16, [2, 8, 5, 5])], ["Y"])
+    out = run_kernel_fusions(model)
+    assert counts(out)["NchwcConv"] == 5 and "FusedConv" not in counts(out)
+    assert next(t for t in out.graph.initializer if t.name == node_named(out, "reduce").input[2]).data_type == F16
 
 
 def test_spatial_means_that_do_not_fit_read_nchw():
@@ -762,7 +791,7 @@ def inception_pool_branch():
 @pytest.mark.parametrize("make, conversions", [
     (mobilenet_v2_block, 1), (resnet_block, 1),
     (densenet_model, 2),       # the input in, the output out
-    (squeeze_and_excite, 3),   # ... and the squeezed [N, C, 1, 1] out for the NCHW reduce conv (M = 4)
+    (squeeze_and_excite, 2),   # the reduce conv (M = 4) runs padded to a block
     (inception_pool_branch, 1),
 ])
 def test_the_emulator_runs_the_blocked_models(make, conversions):

@@ -61,19 +61,30 @@ inline void ReadNchwcWindow(const KernelSpec& spec, NchwcGeometry* g) {
 }
 
 // The epilogue attributes as the NCHW8c tiles apply them: Relu and Clip in registers, any other
-// activation afterwards (NchwcEpilogue::post).
-inline NchwcEpilogue ReadNchwcEpilogue(const KernelSpec& spec) {
+// activation afterwards (NchwcEpilogue::post); with `sigmoids_in_registers` (the direct
+// convolution's tiles, nchwc_tiles.inc) Sigmoid, Swish, HardSigmoid and HardSwish in registers too.
+inline NchwcEpilogue ReadNchwcEpilogue(const KernelSpec& spec, bool sigmoids_in_registers = false) {
+  using R = NchwcEpilogue::InRegister;
   NchwcEpilogue e;
   const Epilogue read = ReadEpilogue(spec);
-  if (read.activation == Activation::kRelu) {
-    e.in_register = NchwcEpilogue::InRegister::kRelu;
-  } else if (read.activation == Activation::kClip) {
-    e.in_register = NchwcEpilogue::InRegister::kClip;
-    e.lo = read.p0;
-    e.hi = read.p1;
-  } else {
-    e.post = read;
+  e.lo = read.p0;
+  e.hi = read.p1;
+  switch (read.activation) {
+    case Activation::kNone: return e;
+    case Activation::kRelu: e.in_register = R::kRelu; return e;
+    case Activation::kClip: e.in_register = R::kClip; return e;
+    default: break;
   }
+  if (sigmoids_in_registers) {
+    switch (read.activation) {
+      case Activation::kSigmoid: e.in_register = R::kSigmoid; return e;
+      case Activation::kSwish: e.in_register = R::kSwish; return e;
+      case Activation::kHardSigmoid: e.in_register = R::kHardSigmoid; return e;
+      case Activation::kHardSwish: e.in_register = R::kHardSwish; return e;
+      default: break;
+    }
+  }
+  e.post = read;
   return e;
 }
 

@@ -15,10 +15,11 @@
 //
 // Float16: the tiles read W, X and Sum as they are (W widened in registers, or on long rows a
 // work item's pass at a time into a float32 scratch) and write Y rounded once (to nearest
-// even) when the activation is one they apply in registers (none, Relu, Clip), or, depthwise,
-// any activation (applied to each finished float32 row piece in L1): a float16 CNN's
-// activations then cross memory at half the bytes of float32, with no widened copies. Other
-// activations, and the small bias and depthwise weights, go through fp16_adapter.h.
+// even) when the activation is one they apply in registers (none, Relu, Clip, Sigmoid, Swish,
+// HardSigmoid, HardSwish), or, depthwise, any activation (applied to each finished float32 row
+// piece in L1): a float16 CNN's activations then cross memory at half the bytes of float32,
+// with no widened copies. Other activations, and the small bias and depthwise weights, go
+// through fp16_adapter.h.
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -210,7 +211,7 @@ std::unique_ptr<Kernel> PrepareNchwcConv(const KernelSpec& spec) {
   if (p.half_weights && p.depthwise)  // CreateNchwcConv widens depthwise weights (they are small)
     throw Error(ErrorCode::kInternal, spec.Where() + ": float16 depthwise weights reached the tiles");
   if (p.has_bias) CheckShape(spec, "bias B", spec.inputs[2].shape, {g.out_blocks * kNchwcBlock});
-  p.epilogue = ReadNchwcEpilogue(spec);
+  p.epilogue = ReadNchwcEpilogue(spec, /*sigmoids_in_registers=*/true);
   if (p.half_activations && !p.depthwise && (!p.half_weights || !p.epilogue.post.is_identity()))
     throw Error(ErrorCode::kInternal, spec.Where() + ": float16 activations reached the tiles with float32 weights "
                                                      "or an activation they do not apply in registers");
@@ -264,7 +265,7 @@ std::unique_ptr<Kernel> CreateNchwcConv(const KernelSpec& spec) {
   std::vector<size_t> native_inputs, native_outputs;
   const bool depthwise = spec.attrs.Int("group") != 1;
   if (!depthwise) native_inputs.push_back(1);
-  if (spec.inputs[0].dtype == DType::kFloat16 && (depthwise || ReadNchwcEpilogue(spec).post.is_identity())) {
+  if (spec.inputs[0].dtype == DType::kFloat16 && (depthwise || ReadNchwcEpilogue(spec, true).post.is_identity())) {
     const EpilogueInputs in = ReadEpilogueInputs(spec);
     native_inputs.push_back(0);
     if (in.has_sum) native_inputs.push_back(in.has_bias ? 3 : 2);

@@ -5,8 +5,8 @@
 // so a convolution computes an output tile of OB blocks (8·OB channels) × P pixels in
 // registers: per input channel and window tap it broadcasts P input values and does OB·P
 // vector multiply-adds with the tap's OB weight vectors. Every output pixel is written once,
-// as whole vectors, with bias, residual sum and Relu/Clip applied in the registers; the other
-// activations run over each finished row segment while it is in cache.
+// as whole vectors, with bias, residual sum and the activation (NchwcEpilogue) applied in the
+// registers; the other activations run over each finished row segment while it is in cache.
 //
 // Each function computes one output row segment; the kernels spread row segments over the
 // intra-op pool. The code is compiled three times (nchwc_tiles.inc): for AVX-512 (tiles of 4
@@ -58,19 +58,24 @@ struct NchwcGeometry {
 };
 
 // What the tile code applies before storing: bias (per output channel), the residual sum
-// (Y's layout) and Relu/Clip in registers; `post` (any other activation) afterwards per row.
+// (Y's layout) and, in registers, Relu, Clip and the activations of the CNN families' blocks
+// (Sigmoid, Swish, HardSigmoid, HardSwish: the sigmoid on vector_math's exp polynomial);
+// `post` (any other activation) afterwards per row.
 struct NchwcEpilogue {
   const float* bias = nullptr;  // [M] or null
   const void* sum = nullptr;    // Y's shape and dtype, or null
-  enum class InRegister { kNone, kRelu, kClip } in_register = InRegister::kNone;
-  float lo = 0.0f, hi = 0.0f;   // Clip bounds
-  Epilogue post;                // identity unless the activation is neither Relu nor Clip
+  enum class InRegister { kNone, kRelu, kClip, kSigmoid, kSwish, kHardSigmoid, kHardSwish };
+  InRegister in_register = InRegister::kNone;
+  // Clip: [lo, hi]; Swish: x·σ(lo·x); HardSigmoid: clip(lo·x + hi, 0, 1).
+  float lo = 0.0f, hi = 0.0f;
+  Epilogue post;                // identity unless the activation is none of the above
 };
 
 // Activations (X, Sum, Y) and weights are float or float16 (IEEE binary16 bits, uint16_t):
 // float16 is widened in registers as it is loaded; a float16 Y is rounded to nearest even once,
-// as it is stored, and takes Relu/Clip only (NchwcEpilogue::post must be the identity), except
-// in the depthwise row, which applies `post` to a float32 row piece before rounding it.
+// as it is stored, and takes in-register activations only (NchwcEpilogue::post must be the
+// identity), except in the depthwise row, which applies `post` to a float32 row piece before
+// rounding it.
 
 // Output row `oy` of image `n`, columns [ox0, ox1), for output blocks [ob0, ob0 + obn).
 // x, w, y: the step's whole tensors (x blocked or plain per g.in_lanes; w as the contract of

@@ -43,6 +43,12 @@ inline V VBroadcast(const float* p) { return V{} + *p; }
 inline V VBroadcast(const uint16_t* p) { return V{} + HalfToFloat(*p); }
 inline V VFma(V a, V b, V c) { return a * b + c; }
 inline V VAdd(V a, V b) { return a + b; }
+inline V VMul(V a, V b) { return a * b; }
+// The scalar sigmoid per lane, as vector_math's portable path.
+inline V VSigmoid(V v) {
+  for (int i = 0; i < 8; ++i) v[i] = activation::Sigmoid(v[i]);
+  return v;
+}
 inline V VDiv(V a, V b) { return a / b; }
 inline V VMax(V a, V b) { return a > b ? a : b; }
 inline V VMin(V a, V b) { return a < b ? a : b; }

@@ -22,39 +22,7 @@ namespace kernels {
 namespace vmath {
 namespace {
 
-inline __m256 Set(float v) { return _mm256_set1_ps(v); }
-
-// NaN inputs come out as (quiet) NaN whatever the arithmetic above did with them.
-inline __m256 KeepNaN(__m256 x, __m256 r) {
-  return _mm256_blendv_ps(r, _mm256_add_ps(x, x), _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
-}
-
-// 2^k for integer k in [-126, 127], built from the exponent bits.
-inline __m256 Pow2(__m256i k) {
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(127)), 23));
-}
-
-// e^x. x = n·ln2 + r with |r| ≤ ln2/2 (ln2 split in two so n·ln2 is exact), e^r by a degree-7
-// polynomial, then scaled by 2^n in two steps (2^(n/2) twice) so that results in the float
-// denormal range and up to FLT_MAX are scaled exactly instead of being clamped.
-inline __m256 Exp8(__m256 x) {
-  const __m256 xc = _mm256_min_ps(_mm256_max_ps(x, Set(-104.0f)), Set(89.0f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, Set(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, Set(0.693359375f), xc);
-  r = _mm256_fnmadd_ps(n, Set(-2.12194440e-4f), r);
-  __m256 p = Set(1.9875691500e-4f);
-  p = _mm256_fmadd_ps(p, r, Set(1.3981999507e-3f));
-  p = _mm256_fmadd_ps(p, r, Set(8.3334519073e-3f));
-  p = _mm256_fmadd_ps(p, r, Set(4.1665795894e-2f));
-  p = _mm256_fmadd_ps(p, r, Set(1.6666665459e-1f));
-  p = _mm256_fmadd_ps(p, r, Set(5.0000001201e-1f));
-  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, Set(1.0f)));
-  const __m256i ni = _mm256_cvtps_epi32(n);
-  const __m256i half = _mm256_srai_epi32(ni, 1);
-  const __m256 scaled = _mm256_mul_ps(_mm256_mul_ps(p, Pow2(half)), Pow2(_mm256_sub_epi32(ni, half)));
-  return KeepNaN(x, scaled);
-}
+#include "tf_popef_op/runtime/cc/kernels/support/vector_math_m256.inc"
 
 // e^x − 1, accurate for small |x| too: a Taylor polynomial for |x| < 0.5 (its error there is
 // below 1e-8 relative), e^x − 1 beyond.
@@ -158,13 +126,6 @@ inline __m256 Erf8(__m256 x) {
   const __m256 erfc = _mm256_mul_ps(Exp8(_mm256_sub_ps(Set(0.0f), _mm256_mul_ps(a, a))), q);
   const __m256 large = CopySign(_mm256_sub_ps(Set(1.0f), erfc), x);
   return KeepNaN(x, _mm256_blendv_ps(large, small, _mm256_cmp_ps(ax, Set(1.0f), _CMP_LT_OQ)));
-}
-
-// 1/(1 + e^−x) from e = e^(−|x|) ≤ 1, so nothing overflows: q = 1/(1 + e) for x ≥ 0, e·q below.
-inline __m256 Sigmoid8(__m256 x) {
-  const __m256 e = Exp8(_mm256_or_ps(x, Set(-0.0f)));  // e^(−|x|)
-  const __m256 q = _mm256_div_ps(Set(1.0f), _mm256_add_ps(Set(1.0f), e));
-  return KeepNaN(x, _mm256_blendv_ps(q, _mm256_mul_ps(e, q), _mm256_cmp_ps(x, Set(0.0f), _CMP_LT_OQ)));
 }
 
 // ------------------------------------------------------------------ array loops

@@ -1,0 +1,107 @@
+"""Squeeze-and-excite blocks in the blocked layout against onnxruntime, as tf2onnx writes them
+from Keras: EfficientNet's MBConv (1x1 expand + swish, depthwise + swish, GlobalAveragePool ->
+Squeeze -> Reshape -> 1x1 reduce conv with M % 8 != 0 + swish -> 1x1 expand conv + sigmoid,
+the excitation Mul, 1x1 project) and MobileNetV3's (hard-swish convs, reduce + Relu, expand +
+hard-sigmoid). Compiled with the default options, every convolution is an NchwcConv with its
+activation in the tiles' registers, and nothing is converted between layouts inside the block
+(one ToNchwc of the input, one FromNchwc of the output). float32 within 1e-4 of onnxruntime;
+float16 (Converter precision fp16) within the float16 tolerance; also in a process on the
+portable SIMD path."""
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from e2e_helpers import run_in_new_process, run_onnxruntime
+
+from compiler import Compiler
+from compiler.converter import Converter
+from tf_popef_op.runtime import ModelRunner, RuntimeConfig
+
+F = TensorProto.FLOAT
+
+# name: (x shape [N, C, H, W], expanded channels, squeezed channels, window, stride, family)
+CASES = {
+    "efficientnet_k3": ((1, 16, 14, 14), 96, 4, 3, 1, "efficientnet"),
+    "efficientnet_k5_s2_b2": ((2, 24, 15, 15), 144, 6, 5, 2, "efficientnet"),
+    "mobilenet_v3_k3": ((1, 16, 12, 12), 64, 20, 3, 1, "mobilenet_v3"),
+}
+
+
+def squeeze_excite_block(x_shape, expanded, squeezed, k, stride, family, seed=0):
+    rng = np.random.default_rng(seed)
+    n, c, h, w = x_shape
+    inits = {}
+    nodes = []
+
+    def conv(x, m, cin, out, k=1, group=1, **attrs):
+        inits[f"{out}_W"] = (rng.standard_normal((m, cin // group, k, k)) / np.sqrt(cin // group * k * k)
+                             ).astype(np.float32)
+        inits[f"{out}_B"] = (rng.standard_normal(m) * 0.1).astype(np.float32)
+        nodes.append(helper.make_node("Conv", [x, f"{out}_W", f"{out}_B"], [out], group=group,
+                                      kernel_shape=[k, k], **attrs))
+        return out
+
+    def act(x, kind, out):
+        if kind == "swish":
+            nodes.append(helper.make_node("Sigmoid", [x], [out + "_sig"]))
+            nodes.append(helper.make_node("Mul", [x, out + "_sig"], [out]))
+        elif kind == "hard_sigmoid":
+            nodes.append(helper.make_node("HardSigmoid", [x], [out], alpha=1.0 / 6, beta=0.5))
+        else:  # Sigmoid, HardSwish, Relu
+            nodes.append(helper.make_node(kind, [x], [out]))
+        return out
+
+    main_act = "swish" if family == "efficientnet" else "HardSwish"
+    e = act(conv("X", expanded, c, "expand"), main_act, "expand_act")
+    pad = k // 2
+    d = act(conv(e, expanded, expanded, "dw", k=k, group=expanded, strides=[stride, stride], pads=[pad] * 4),
+            main_act, "dw_act")
+    nodes.append(helper.make_node("GlobalAveragePool", [d], ["pooled"]))
+    inits["axes"] = np.array([2, 3], np.int64)
+    inits["shape"] = np.array([-1, expanded, 1, 1], np.int64)
+    nodes.append(helper.make_node("Squeeze", ["pooled", "axes"], ["pooled_flat"]))
+    nodes.append(helper.make_node("Reshape", ["pooled_flat", "shape"], ["pooled_again"]))
+    r = act(conv("pooled_again", squeezed, expanded, "reduce"), "swish" if family == "efficientnet" else "Relu",
+            "reduce_act")
+    g = act(conv(r, expanded, squeezed, "excite"), "Sigmoid" if family == "efficientnet" else "hard_sigmoid",
+            "gate")
+    nodes.append(helper.make_node("Mul", [d, g], ["scaled"]))
+    conv("scaled", c, expanded, "Y")
+    oh = (h + 2 * pad - k) // stride + 1
+    ow = (w + 2 * pad - k) // stride + 1
+    graph = helper.make_graph(nodes, "squeeze_excite", [helper.make_tensor_value_info("X", F, list(x_shape))],
+                              [helper.make_tensor_value_info("Y", F, [n, c, oh, ow])],
+                              [numpy_helper.from_array(v, name) for name, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def check_case(name, precision):
+    model = squeeze_excite_block(*CASES[name])
+    x = np.random.default_rng(1).standard_normal(CASES[name][0]).astype(np.float32)
+    want = run_onnxruntime(model, {"X": x})["Y"]
+    runner = ModelRunner(Compiler.compile(Converter(precision=precision).convert(model)), RuntimeConfig(profile=True))
+    got = runner.execute({"X": x.astype(np.float16) if precision == "fp16" else x})["Y"].astype(np.float32)
+    ops = [row["op"] for row in runner.profile()]
+    assert ops.count("NchwcConv") == 5 and ops.count("ToNchwc") == ops.count("FromNchwc") == 1, f"{name}: {ops}"
+    assert not set(ops) & {"Conv", "FusedConv", "Reshape", "Squeeze"}, f"{name}: {ops}"
+    if precision == "fp32":
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=f"{name} fp32")
+    else:
+        rel = np.linalg.norm(got - want) / np.linalg.norm(want)
+        assert rel < 1e-2, f"{name} fp16: relative L2 error {rel:.2e}"
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+@pytest.mark.parametrize("name", list(CASES))
+def test_squeeze_excite_block_vs_onnxruntime(name, precision):
+    check_case(name, precision)
+
+
+def test_squeeze_excite_blocks_vs_onnxruntime_on_the_portable_path():
+    script = ("import test_nchwc_squeeze_excite as t\n"
+              "for name in t.CASES:\n"
+              "    for precision in ('fp32', 'fp16'):\n"
+              "        t.check_case(name, precision)\n"
+              "print('checked', 2 * len(t.CASES))\n")
+    assert f"checked {2 * len(CASES)}" in run_in_new_process(script, TF_POPEF_SIMD="portable")
