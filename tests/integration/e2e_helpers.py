@@ -61,3 +61,24 @@ def run_in_new_process(script: str, **env: str) -> str:
                           timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
+
+
+def check_every_case_in_new_process(module: str, n_cases: int, **env: str) -> None:
+    """Runs `module.check_case(name, precision)` for each of its CASES in fp32 and fp16 in a new
+    process with `env` (e.g. TF_POPEF_SIMD="portable": the other build of the tiles)."""
+    script = (f"import {module} as t\n"
+              "for name in t.CASES:\n"
+              "    for precision in ('fp32', 'fp16'):\n"
+              "        t.check_case(name, precision)\n"
+              "print('checked', 2 * len(t.CASES))\n")
+    assert f"checked {2 * n_cases}" in run_in_new_process(script, **env)
+
+
+def assert_matches_fp32_reference(got, want, precision: str, what: str, atol: float = 1e-4) -> None:
+    """fp32: elementwise within 1e-4 (rtol) / atol; fp16 (weights and activations rounded once per
+    step) against the float32 reference: relative L2 error below 1e-2."""
+    if precision == "fp32":
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=atol, err_msg=f"{what} fp32")
+    else:
+        rel = np.linalg.norm(got - want) / np.linalg.norm(want)
+        assert rel < 1e-2, f"{what} fp16: relative L2 error {rel:.2e}"

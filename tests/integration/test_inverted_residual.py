@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from e2e_helpers import run_in_new_process, run_onnxruntime
+from e2e_helpers import assert_matches_fp32_reference, check_every_case_in_new_process, run_onnxruntime
 
 from compiler import Compiler
 from compiler.converter import Converter
@@ -73,11 +73,7 @@ def check_case(name, precision):
     got = runner.execute({"X": x.astype(np.float16) if precision == "fp16" else x})["Y"].astype(np.float32)
     ops = [row["op"] for row in runner.profile()]
     assert ops.count("NchwcInvertedResidual") == len(blocks) and "NchwcConv" not in ops, f"{name}: {ops}"
-    if precision == "fp32":
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * float(np.abs(want).max()), err_msg=name)
-    else:
-        rel = np.linalg.norm(got - want) / np.linalg.norm(want)
-        assert rel < 1e-2, f"{name} fp16: relative L2 error {rel:.2e}"
+    assert_matches_fp32_reference(got, want, precision, name, atol=1e-4 * float(np.abs(want).max()))
 
 
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
@@ -87,10 +83,5 @@ def test_fused_blocks_vs_onnxruntime(name, precision):
 
 
 def test_fused_blocks_portable_path_three_threads():
-    script = ("import test_inverted_residual as t\n"
-              "for name in t.CASES:\n"
-              "    for precision in ('fp32', 'fp16'):\n"
-              "        t.check_case(name, precision)\n"
-              "print('checked', 2 * len(t.CASES))\n")
-    assert f"checked {2 * len(CASES)}" in run_in_new_process(script, TF_POPEF_SIMD="portable",
-                                                             TF_POPEF_NUM_THREADS="3")
+    check_every_case_in_new_process("test_inverted_residual", len(CASES), TF_POPEF_SIMD="portable",
+                                    TF_POPEF_NUM_THREADS="3")

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from e2e_helpers import conv_attributes_and_output, run_in_new_process, run_onnxruntime
+from e2e_helpers import (assert_matches_fp32_reference, check_every_case_in_new_process, conv_attributes_and_output,
+                         run_onnxruntime)
 
 from compiler import Compiler
 from compiler.converter import Converter
@@ -80,12 +81,7 @@ def check_case(name, precision):
     # Every convolution ran blocked (the depthwise one included): no NCHW convolution kernel.
     ops = {row["op"] for row in runner.profile()}
     assert "NchwcConv" in ops and not ops & {"Conv", "FusedConv"}, f"{name}: {sorted(ops)}"
-    if precision == "fp32":
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=f"{name} fp32")
-    else:
-        # float16 weights and activations (each rounded once per step) against float32.
-        rel = np.linalg.norm(got - want) / np.linalg.norm(want)
-        assert rel < 1e-2, f"{name} fp16: relative L2 error {rel:.2e}"
+    assert_matches_fp32_reference(got, want, precision, name)
 
 
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
@@ -96,9 +92,4 @@ def test_blocked_depthwise_vs_onnxruntime(name, precision):
 
 def test_blocked_depthwise_vs_onnxruntime_on_the_portable_path():
     """Every case again in a process on the portable SIMD path (its own build of the tiles)."""
-    script = ("import test_nchwc_depthwise as t\n"
-              "for name in t.CASES:\n"
-              "    for precision in ('fp32', 'fp16'):\n"
-              "        t.check_case(name, precision)\n"
-              "print('checked', 2 * len(t.CASES))\n")
-    assert f"checked {2 * len(CASES)}" in run_in_new_process(script, TF_POPEF_SIMD="portable")
+    check_every_case_in_new_process("test_nchwc_depthwise", len(CASES), TF_POPEF_SIMD="portable")

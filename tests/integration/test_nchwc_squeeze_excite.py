@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from e2e_helpers import run_in_new_process, run_onnxruntime
+from e2e_helpers import assert_matches_fp32_reference, check_every_case_in_new_process, run_onnxruntime
 
 from compiler import Compiler
 from compiler.converter import Converter
@@ -85,11 +85,7 @@ def check_case(name, precision):
     ops = [row["op"] for row in runner.profile()]
     assert ops.count("NchwcConv") == 5 and ops.count("ToNchwc") == ops.count("FromNchwc") == 1, f"{name}: {ops}"
     assert not set(ops) & {"Conv", "FusedConv", "Reshape", "Squeeze"}, f"{name}: {ops}"
-    if precision == "fp32":
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=f"{name} fp32")
-    else:
-        rel = np.linalg.norm(got - want) / np.linalg.norm(want)
-        assert rel < 1e-2, f"{name} fp16: relative L2 error {rel:.2e}"
+    assert_matches_fp32_reference(got, want, precision, name)
 
 
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
@@ -99,9 +95,4 @@ def test_squeeze_excite_block_vs_onnxruntime(name, precision):
 
 
 def test_squeeze_excite_blocks_vs_onnxruntime_on_the_portable_path():
-    script = ("import test_nchwc_squeeze_excite as t\n"
-              "for name in t.CASES:\n"
-              "    for precision in ('fp32', 'fp16'):\n"
-              "        t.check_case(name, precision)\n"
-              "print('checked', 2 * len(t.CASES))\n")
-    assert f"checked {2 * len(CASES)}" in run_in_new_process(script, TF_POPEF_SIMD="portable")
+    check_every_case_in_new_process("test_nchwc_squeeze_excite", len(CASES), TF_POPEF_SIMD="portable")
