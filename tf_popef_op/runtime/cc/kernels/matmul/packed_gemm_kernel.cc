@@ -3,12 +3,12 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "tf_popef_op/runtime/cc/kernels/matmul/packed_gemm.h"
+#include "tf_popef_op/runtime/cc/kernels/support/constant_copies.h"
 #include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
 #include "tf_popef_op/runtime/cc/kernels/support/vector_math.h"
 
@@ -35,42 +35,6 @@ bool PackedIsFaster(const PackedGemmStep& step, bool b_is_weight) {
   return vmath::UsesAvx2(vmath::ActivePath()) && b_is_weight && step.k >= 128 && step.n >= 2;
 }
 
-// Packed copies of one weight, made on the first run that sees it and reused by every later
-// one. Keyed by the weight's address, as the float16 adapter's widened weights are: the same
-// kernel may run on several devices, each with its own copy of the weights. A copy is never
-// changed once published (a run holds it by shared_ptr).
-class PackedWeights {
- public:
-  using Copy = std::shared_ptr<const std::vector<float>>;
-
-  Copy Find(const void* source) {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const Entry& e : entries_)
-      if (e.source == source) return e.copy;
-    return nullptr;
-  }
-
-  // Packed outside the lock by the caller (runs on other devices need not wait); the first to
-  // publish wins.
-  Copy Publish(const void* source, std::vector<float> packed) {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const Entry& e : entries_)
-      if (e.source == source) return e.copy;
-    if (entries_.size() == kMaxDevices) entries_.erase(entries_.begin());  // the oldest device's
-    entries_.push_back({source, std::make_shared<const std::vector<float>>(std::move(packed))});
-    return entries_.back().copy;
-  }
-
- private:
-  static constexpr size_t kMaxDevices = 4;
-  struct Entry {
-    const void* source;
-    Copy copy;
-  };
-  std::mutex mu_;
-  std::vector<Entry> entries_;
-};
-
 // T: float, or uint16_t for a float16 step.
 template <typename T>
 class PackedGemmKernel final : public Kernel {
@@ -79,7 +43,7 @@ class PackedGemmKernel final : public Kernel {
       : step_(step),
         tiles_(PackedGemmTiles()),
         layout_(PackedLayoutFor(tiles_, step.k, step.n)),
-        weights_(b_is_weight ? std::make_unique<PackedWeights>() : nullptr) {}
+        weights_(b_is_weight ? std::make_unique<ConstantCopies>() : nullptr) {}
 
   size_t scratch_bytes() const override {
     return weights_ != nullptr ? 0 : static_cast<size_t>(step_.batches * layout_.floats()) * sizeof(float);
@@ -87,15 +51,14 @@ class PackedGemmKernel final : public Kernel {
 
   void Run(const KernelContext& ctx) const override {
     const T* b = static_cast<const T*>(ctx.inputs[1]);
-    PackedWeights::Copy held;  // a weight's packed copy, kept alive for this run
+    ConstantCopies::Copy held;  // a weight's packed copy, kept alive for this run
     const float* panels;
     if (weights_ != nullptr) {
-      held = weights_->Find(b);
-      if (held == nullptr) {
+      held = weights_->Get(b, [&] {
         std::vector<float> packed(static_cast<size_t>(step_.batches * layout_.floats()));
         Pack(b, packed.data());
-        held = weights_->Publish(b, std::move(packed));
-      }
+        return packed;
+      });
       panels = held->data();
     } else {
       Pack(b, static_cast<float*>(ctx.scratch));
@@ -132,7 +95,7 @@ class PackedGemmKernel final : public Kernel {
   const PackedGemmStep step_;
   const PackedGemmTileFns& tiles_;  // the path at prepare: the packing belongs to it
   const PackedLayout layout_;
-  const std::unique_ptr<PackedWeights> weights_;  // null unless B is a weight; thread-safe
+  const std::unique_ptr<ConstantCopies> weights_;  // null unless B is a weight; thread-safe
 };
 
 }  // namespace

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <utility>
 #include <vector>
 
+#include "tf_popef_op/runtime/cc/kernels/support/constant_copies.h"
 #include "tf_popef_op/runtime/cc/kernels/support/fp16_convert.h"
 #include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
 
@@ -18,47 +18,10 @@ constexpr size_t kScratchAlign = 64;  // KernelContext::scratch alignment; kept 
 
 size_t AlignUp(size_t n) { return (n + kScratchAlign - 1) / kScratchAlign * kScratchAlign; }
 
-// Float32 copies of a kernel's constant float16 inputs (weights: KernelSpec::constant_inputs),
-// made on the first run that sees them and reused by every later one, so a weight is widened
-// once instead of on every run. Keyed by the weight's address: the same kernel may run on
-// several devices, each with its own copy of the weights. A copy is never changed once
-// published (a run holds it by shared_ptr), so runs on other threads can use it meanwhile.
-class WidenedConstants {
- public:
-  using Copy = std::shared_ptr<const std::vector<float>>;
-
-  Copy Get(const uint16_t* source, int64_t numel) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      for (const Entry& e : entries_)
-        if (e.source == source) return e.copy;
-    }
-    // Widened outside the lock (runs on other devices need not wait); the first to publish wins.
-    auto widened = std::make_shared<std::vector<float>>(static_cast<size_t>(numel));
-    float* dst = widened->data();
-    ParallelFor(numel, kStreamingGrain, [&](int64_t b, int64_t e) { WidenHalfToFloat(source + b, dst + b, e - b); });
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const Entry& e : entries_)
-      if (e.source == source) return e.copy;
-    if (entries_.size() == kMaxDevices) entries_.erase(entries_.begin());  // the oldest device's
-    entries_.push_back({source, std::move(widened)});
-    return entries_.back().copy;
-  }
-
- private:
-  static constexpr size_t kMaxDevices = 4;
-  struct Entry {
-    const uint16_t* source;
-    Copy copy;
-  };
-  std::mutex mu_;
-  std::vector<Entry> entries_;
-};
-
 // Scratch layout (all regions 64-byte aligned, offsets fixed at prepare):
 //   [input pointer table][output pointer table][float32 copy per float16 tensor][inner scratch]
 // The pointer tables live in scratch so Run allocates nothing and stays thread-safe; constant
-// inputs are widened into WidenedConstants instead of scratch.
+// inputs (weights: KernelSpec::constant_inputs) are widened once into ConstantCopies instead.
 class Float16Adapter final : public Kernel {
  public:
   // `float32_spec`: the spec the inner kernel was prepared with (float16 tensors it widens itself
@@ -75,7 +38,7 @@ class Float16Adapter final : public Kernel {
       for (size_t i = 0; i < tensors.size(); ++i) {
         if (tensors[i].dtype != DType::kFloat16 || inner_view[i].dtype == DType::kFloat16) continue;
         if (i < constant.size() && constant[i] && constants_.size() < kMaxConstants) {
-          constants_.push_back({i, tensors[i].numel(), std::make_unique<WidenedConstants>()});
+          constants_.push_back({i, tensors[i].numel(), std::make_unique<ConstantCopies>()});
           continue;
         }
         out->push_back({i, tensors[i].numel(), offset});
@@ -106,10 +69,16 @@ class Float16Adapter final : public Kernel {
       inputs[w.index] = f32;
     }
     for (const Widened& w : widened_outputs_) outputs[w.index] = scratch + w.scratch_offset;
-    WidenedConstants::Copy held[kMaxConstants];  // kept alive until the inner kernel is done
+    ConstantCopies::Copy held[kMaxConstants];  // kept alive until the inner kernel is done
     for (size_t c = 0; c < constants_.size(); ++c) {
       const Constant& k = constants_[c];
-      held[c] = k.copies->Get(static_cast<const uint16_t*>(ctx.inputs[k.index]), k.numel);
+      const auto* f16 = static_cast<const uint16_t*>(ctx.inputs[k.index]);
+      held[c] = k.copies->Get(f16, [&] {
+        std::vector<float> f32(static_cast<size_t>(k.numel));
+        ParallelFor(k.numel, kStreamingGrain,
+                    [&](int64_t begin, int64_t end) { WidenHalfToFloat(f16 + begin, f32.data() + begin, end - begin); });
+        return f32;
+      });
       inputs[k.index] = held[c]->data();
     }
 
@@ -133,7 +102,7 @@ class Float16Adapter final : public Kernel {
   struct Constant {
     size_t index;
     int64_t numel;
-    std::unique_ptr<WidenedConstants> copies;  // mutable state of a const kernel: thread-safe
+    std::unique_ptr<ConstantCopies> copies;  // mutable state of a const kernel: thread-safe
   };
   std::unique_ptr<Kernel> inner_;
   std::vector<Widened> widened_inputs_, widened_outputs_;
