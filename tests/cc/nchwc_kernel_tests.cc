@@ -165,8 +165,12 @@ std::vector<ConvCase> Geometries() {
       {1, 16, 24, 28, 28, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
       {2, 8, 16, 5, 7, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
       {1, 64, 48, 7, 7, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
-      // 1x1 stride 2 (ResNet's projection shortcut) and a padded 1x1
+      // 1x1 stride 2 (ResNet's projection shortcut) and a padded 1x1; strided 1x1 on narrow
+      // rows runs on a copy of the pixels it reads (also per-axis strides over two passes on the
+      // input channels), on rows of more than 12 pixels in place
       {1, 16, 32, 9, 11, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0},
+      {2, 536, 16, 7, 9, 1, 1, 2, 3, 1, 1, 0, 0, 0, 0},
+      {1, 8, 16, 4, 30, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0},
       {1, 8, 8, 4, 4, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
       // 3x3: stride 1 and 2, odd/even planes, one-sided and wide pads, 1x1 planes
       {2, 16, 16, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
@@ -185,10 +189,17 @@ std::vector<ConvCase> Geometries() {
       {2, 8, 8, 11, 11, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},
   };
   // rows of 96 pixels or more, where float16 weights are widened once per work item and pass:
-  // pointwise (one and two passes over the input channels), 3x3 with borders and batch 2,
-  // dilated with a tail of output blocks, and the plain-input 7x7/2 stem below
+  // pointwise (one and two passes over the input channels; 8 images: enough work items that
+  // a pool of up to 4 threads keeps row segments of 96 pixels or more), 3x3 with borders and
+  // batch 2, dilated with a tail of output blocks, and the plain-input 7x7/2 stem below
+  cases.push_back({8, 16, 32, 10, 20, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0});
+  cases.push_back({8, 536, 16, 1, 200, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0});
+  // few work items (one block group, one image): the rows are cut into segments for the pool's
+  // threads, with one and two passes over the input channels and a tail of output blocks
   cases.push_back({1, 16, 32, 10, 20, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0});
   cases.push_back({1, 536, 16, 1, 100, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0});
+  cases.push_back({1, 48, 56, 14, 14, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0});
+  cases.push_back({1, 24, 16, 1, 61, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1});
   cases.push_back({2, 16, 48, 3, 100, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1});
   cases.push_back({1, 8, 80, 2, 98, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2});
   // plain NCHW input (the RGB stem: 3 channels, MobileNetV2's 3x3/2 and ResNet's 7x7/2)

@@ -11,7 +11,9 @@
 //
 // Work items are output row segments × groups of output blocks, spread over the intra-op pool;
 // the tile loops are in nchwc_tiles.inc. A 1x1 stride-1 unpadded convolution is a matrix
-// product over pixels: its H·W pixels are one long row, cut into segments.
+// product over pixels: its H·W pixels are one long row, cut into segments (more of them when
+// the layer has few items for the pool's threads). A strided one on narrow rows runs on a copy
+// of the pixels it reads, as a stride-1 one.
 //
 // Float16: the tiles read W, X and Sum as they are (W widened in registers, or on long rows a
 // work item's pass at a time into a float32 scratch) and write Y rounded once (to nearest
@@ -54,6 +56,16 @@ constexpr int64_t kWidenWeightsMinPixels = 96;
 // its columns: at a border pixel the window is cut, so it takes a 1-pixel tile (a few times
 // slower per pixel than the 6-pixel ones); on a 7-wide row that is 2 pixels of 7.
 constexpr int64_t kPadCopyMaxWidth = 32;
+// A strided unpadded 1x1 convolution whose output rows are at most this wide runs as a
+// stride-1 one on a copy of the pixels it reads: one long row instead of rows of two narrow
+// tiles that each reload the weights (ResNet50's 1x1/2 layers at 14x14, rows of 7: 1.4-1.5x
+// faster per layer with the copy; rows of 14 gain nothing; docs/benchmarks.md).
+constexpr int64_t kSubsampleCopyMaxWidth = 12;
+// Work items per pool thread a layer gets at least, where its rows are long enough to cut (the
+// pool hands out up to 4 chunks per thread, one at a time, so near-equal items even out).
+constexpr int64_t kItemsPerThread = 4;
+// The shortest row segment a row is cut into for that: 4 tiles of 6 pixels.
+constexpr int64_t kMinSegmentPixels = 24;
 // Multiply-adds a chunk of items must carry before it is worth handing to a pool worker.
 constexpr int64_t kChunkMacs = int64_t{1} << 18;
 // Scratch regions start at KernelContext::scratch's alignment.
@@ -71,6 +83,10 @@ struct NchwcConvParams {
   bool weights_outer = false;  // items ordered block-group first (big weights; depthwise)
   bool pad_copy = false;       // run on a zero-padded copy of X (in scratch) with geometry `padded`
   NchwcGeometry padded;
+  // Run (geometry g, stride 1) on a copy of the pixels a strided 1x1 convolution reads, in
+  // scratch; `strided` is X's geometry.
+  bool subsample_copy = false;
+  NchwcGeometry strided;
   int64_t pad_bottom = 0;
   // Float16 Y over several passes on the input channels: the partial sums' float32 buffer, in
   // scratch after the pad copy.
@@ -100,6 +116,7 @@ class NchwcConvKernel final : public Kernel {
     char* scratch = static_cast<char*>(ctx.scratch);
     const AT* x = static_cast<const AT*>(ctx.inputs[0]);
     if (p_.pad_copy) x = PadCopy(x, reinterpret_cast<AT*>(scratch));
+    else if (p_.subsample_copy) x = SubsampleCopy(x, reinterpret_cast<AT*>(scratch));
     const NchwcGeometry& g = p_.pad_copy ? p_.padded : p_.g;
     const float* w = static_cast<const float*>(ctx.inputs[1]);
     const uint16_t* w_half = static_cast<const uint16_t*>(ctx.inputs[1]);
@@ -161,6 +178,23 @@ class NchwcConvKernel final : public Kernel {
     return out;
   }
 
+  // The pixels (oy·sh, ox·sw) of X, in the blocked layout of an oh x ow input; returns the copy.
+  template <typename AT>
+  const AT* SubsampleCopy(const AT* x, AT* out) const {
+    const NchwcGeometry& s = p_.strided;
+    const int64_t plane = s.oh * s.ow * kNchwcBlock;
+    ParallelFor(p_.n * s.in_blocks, ItemsPerChunk(plane, kStreamingGrain), [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        AT* dst = out + b * plane;
+        for (int64_t oy = 0; oy < s.oh; ++oy) {
+          const AT* src = x + b * s.in_block_stride() + oy * s.sh * s.w * kNchwcBlock;
+          for (int64_t ox = 0; ox < s.ow; ++ox, dst += kNchwcBlock)
+            std::copy(src + ox * s.sw * kNchwcBlock, src + (ox * s.sw + 1) * kNchwcBlock, dst);
+        }
+      }
+    });
+    return out;
+  }
 
   const NchwcConvParams p_;
 };
@@ -216,18 +250,38 @@ std::unique_ptr<Kernel> PrepareNchwcConv(const KernelSpec& spec) {
     throw Error(ErrorCode::kInternal, spec.Where() + ": float16 activations reached the tiles with float32 weights "
                                                      "or an activation they do not apply in registers");
   p.tiles = NchwcTiles();
+  p.subsample_copy = !p.depthwise && blocked_input && g.kh == 1 && g.kw == 1 && (g.sh > 1 || g.sw > 1) &&
+                     g.pad_top == 0 && g.pad_left == 0 && g.pad_bottom == 0 && g.pad_right == 0 &&
+                     g.ow <= kSubsampleCopyMaxWidth;
+  if (p.subsample_copy) {
+    p.strided = g;
+    g.h = g.oh;
+    g.w = g.ow;
+    g.sh = g.sw = 1;
+  }
   // A 1x1 stride-1 unpadded convolution reads pixel i for output pixel i: one long row.
   if (g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.oh == g.h && g.ow == g.w) {
     g.w = g.ow = g.h * g.w;
     g.h = g.oh = 1;
   }
   p.segments = g.ow > 2 * kSegmentPixels ? (g.ow + kSegmentPixels - 1) / kSegmentPixels : 1;
+  p.block_groups = p.depthwise ? g.out_blocks : (g.out_blocks + kItemBlocks - 1) / kItemBlocks;
+  // Few items (a small plane at batch 1: a 14x14 pointwise layer with 64 outputs is one row
+  // and one block group), or a count the pool's threads do not divide: cut the rows into more
+  // segments, so the threads get near-equal shares instead of one thread taking the whole
+  // layer, or 2 items of 3.
+  if (!p.depthwise) {
+    const int64_t threads = ThreadPool::Global().num_threads();
+    auto items = [&] { return p.n * g.oh * p.segments * p.block_groups; };
+    while ((items() < kItemsPerThread * threads || items() % threads != 0) &&
+           g.ow / (p.segments + 1) >= kMinSegmentPixels)
+      ++p.segments;
+  }
   p.segment = (g.ow + p.segments - 1) / p.segments;
   g.widen_weights = p.half_weights && p.segment >= kWidenWeightsMinPixels;
   const size_t weight_bytes = p.half_weights && !g.widen_weights ? sizeof(uint16_t) : sizeof(float);
   const int64_t block_weight_bytes = kItemBlocks * g.kh * g.kw * g.in_lanes * kNchwcBlock * weight_bytes;
   g.in_blocks_per_pass = std::max<int64_t>(1, kPassWeightBytes / block_weight_bytes);
-  p.block_groups = p.depthwise ? g.out_blocks : (g.out_blocks + kItemBlocks - 1) / kItemBlocks;
   // Weights bigger than one image's input (late ResNet layers): walk the rows inside each
   // block group, so a group's weights are read from memory once and its rows hit the cache.
   // Depthwise: a plane's consecutive rows share all but sh of their window's input rows, which
@@ -238,6 +292,7 @@ std::unique_ptr<Kernel> PrepareNchwcConv(const KernelSpec& spec) {
   const int64_t pad_right = pads[3];
   p.pad_copy = !p.depthwise && blocked_input && g.ow <= kPadCopyMaxWidth && (g.pad_left > 0 || pad_right > 0);
   const size_t activation_bytes = p.half_activations ? sizeof(uint16_t) : sizeof(float);
+  if (p.subsample_copy) p.scratch_bytes = AlignUp(static_cast<size_t>(p.n * g.in_image_stride()) * activation_bytes);
   if (p.pad_copy) {
     p.padded = g;
     p.padded.h = g.h + g.pad_top + p.pad_bottom;
