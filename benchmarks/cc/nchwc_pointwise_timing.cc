@@ -102,7 +102,8 @@ int main(int argc, char** argv) {
     int64_t segments = g.ow > 2 * kSegmentPixels ? (g.ow + kSegmentPixels - 1) / kSegmentPixels : 1;
     const int64_t groups = (g.out_blocks + kItemBlocks - 1) / kItemBlocks;
     const int64_t threads = ThreadPool::Global().num_threads();
-    while (balance && (batch * g.oh * segments * groups < 4 * threads || batch * g.oh * segments * groups % threads) &&
+    auto count = [&] { return batch * g.oh * segments * groups; };
+    while (balance && (count() < 4 * threads || (count() < 8 * threads && count() % threads != 0)) &&
            g.ow / (segments + 1) >= 24)
       ++segments;
     const int64_t segment = (g.ow + segments - 1) / segments;
@@ -125,17 +126,22 @@ int main(int argc, char** argv) {
     double best = 1e30;
     for (int r = 0; r < reps; ++r) {
       const auto t0 = std::chrono::steady_clock::now();
-      if (copy) {  // (the copy's pixels overwrite the front of x: their values do not matter here)
-        const int64_t planes = batch * strided.in_blocks, ow = strided.ow, oh = strided.oh;
-        ParallelFor(planes, 1, [&](int64_t b0, int64_t b1) {
-          for (int64_t b = b0; b < b1; ++b) {
-            const float* src = x.data() + b * strided.in_block_stride();
-            float* dst = x.data() + b * oh * ow * 8;
-            for (int64_t oy = 0; oy < oh; ++oy)
-              for (int64_t ox = 0; ox < ow; ++ox)
-                std::memmove(dst + (oy * ow + ox) * 8, src + (oy * strided.sh * strided.w + ox * strided.sw) * 8, 32);
-          }
-        });
+      if (copy) {  // (the copy's pixels overwrite the front of X: their values do not matter here)
+        auto subsample = [&](auto* data) {
+          const int64_t planes = batch * strided.in_blocks, ow = strided.ow, oh = strided.oh;
+          ParallelFor(planes, 1, [&](int64_t b0, int64_t b1) {
+            for (int64_t b = b0; b < b1; ++b) {
+              const auto* src = data + b * strided.in_block_stride();
+              auto* dst = data + b * oh * ow * 8;
+              for (int64_t oy = 0; oy < oh; ++oy)
+                for (int64_t ox = 0; ox < ow; ++ox)
+                  std::memmove(dst + (oy * ow + ox) * 8, src + (oy * strided.sh * strided.w + ox * strided.sw) * 8,
+                               8 * sizeof(*data));
+            }
+          });
+        };
+        if (half) subsample(xh.data());
+        else subsample(x.data());
       }
       ParallelFor(items, 1, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {

@@ -267,13 +267,13 @@ std::unique_ptr<Kernel> PrepareNchwcConv(const KernelSpec& spec) {
   p.segments = g.ow > 2 * kSegmentPixels ? (g.ow + kSegmentPixels - 1) / kSegmentPixels : 1;
   p.block_groups = p.depthwise ? g.out_blocks : (g.out_blocks + kItemBlocks - 1) / kItemBlocks;
   // Few items (a small plane at batch 1: a 14x14 pointwise layer with 64 outputs is one row
-  // and one block group), or a count the pool's threads do not divide: cut the rows into more
-  // segments, so the threads get near-equal shares instead of one thread taking the whole
-  // layer, or 2 items of 3.
+  // and one block group), or not many and a count the pool's threads do not divide: cut the
+  // rows into more segments, so the threads get near-equal shares instead of one thread taking
+  // the whole layer, or 5 items of 9.
   if (!p.depthwise) {
-    const int64_t threads = ThreadPool::Global().num_threads();
+    const int64_t threads = ThreadPool::Global().num_threads(), few = kItemsPerThread * threads;
     auto items = [&] { return p.n * g.oh * p.segments * p.block_groups; };
-    while ((items() < kItemsPerThread * threads || items() % threads != 0) &&
+    while ((items() < few || (items() < 2 * few && items() % threads != 0)) &&
            g.ow / (p.segments + 1) >= kMinSegmentPixels)
       ++p.segments;
   }
