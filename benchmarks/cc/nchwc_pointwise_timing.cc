@@ -12,7 +12,7 @@
 //       $K/nchwc/nchwc_tiles_avx512.cc $K/support/vector_math.cc $K/support/vector_math_avx2.cc \
 //       $K/support/fp16_convert.cc $K/support/thread_pool.cc tf_popef_op/runtime/cc/base/error.cc -o pw_new
 //   ./pw_new [batch=1] [reps=5] [f32|f16] [pass KB=128] [segment pixels=192] [item blocks=8] [layer|all]
-//       [balance=1] [subsample=1]
+//       [balance=1] [subsample=1] [schedule T]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -77,6 +77,10 @@ int main(int argc, char** argv) {
   const char* only = argc > 7 && std::strcmp(argv[7], "all") != 0 ? argv[7] : nullptr;
   const bool balance = argc <= 8 || std::atoi(argv[8]) != 0;  // nchwc_conv.cc's cut of few-item layers
   const bool subsample = argc <= 9 || std::atoi(argv[9]) != 0;  // strided 1x1 on a copy of its pixels
+  // "schedule T": time every work item on this thread, then print the layer's time on T threads
+  // of the pool as list scheduling of its chunks predicts it (up to 4 near-equal chunks per
+  // thread, each taken by the first free thread), for a machine too busy to time T threads.
+  const int schedule_threads = argc > 11 && std::strcmp(argv[10], "schedule") == 0 ? std::atoi(argv[11]) : 0;
   const NchwcTileFns& tiles = kNchwcAvx512Tiles;
   double total_s = 0, total_flops = 0;
   for (const Layer& l : kLayers) {
@@ -103,8 +107,8 @@ int main(int argc, char** argv) {
     const int64_t groups = (g.out_blocks + kItemBlocks - 1) / kItemBlocks;
     const int64_t threads = ThreadPool::Global().num_threads();
     auto count = [&] { return batch * g.oh * segments * groups; };
-    while (balance && (count() < 4 * threads || (count() < 8 * threads && count() % threads != 0)) &&
-           g.ow / (segments + 1) >= 24)
+    while (balance && count() < 4 * threads && g.ow / (segments + 1) >= 24 &&
+           (count() % threads != 0 || g.out_blocks % kItemBlocks != 0))
       ++segments;
     const int64_t segment = (g.ow + segments - 1) / segments;
     g.widen_weights = half && segment >= kWidenMinPixels;
@@ -156,6 +160,30 @@ int main(int argc, char** argv) {
       }
       });
       best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    if (schedule_threads > 0) {  // per-item times, best of reps, then the chunks' list schedule
+      std::vector<double> item_s(items, 1e30);
+      for (int r = 0; r < reps; ++r)
+        for (int64_t i = 0; i < items; ++i) {
+          const auto t0 = std::chrono::steady_clock::now();
+          const int64_t row = weights_outer ? i % rows : i / groups, grp = weights_outer ? i / rows : i % groups;
+          const int64_t seg = row % segments, oy = (row / segments) % g.oh, n = row / (segments * g.oh);
+          const int64_t ox0 = seg * segment, ox1 = std::min(g.ow, ox0 + segment);
+          const int64_t ob0 = grp * kItemBlocks, obn = std::min(kItemBlocks, g.out_blocks - ob0);
+          if (half)
+            tiles.conv_row_half(g, xh.data(), wh.data(), e, partial.data(), yh.data(), n, ob0, obn, oy, ox0, ox1);
+          else
+            tiles.conv_row(g, x.data(), w.data(), e, y.data(), y.data(), n, ob0, obn, oy, ox0, ox1);
+          item_s[i] = std::min(item_s[i], std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        }
+      const int64_t chunks = std::min<int64_t>(items, 4 * schedule_threads);
+      std::vector<double> free_at(schedule_threads, 0.0);
+      for (int64_t c = 0; c < chunks; ++c) {
+        double work = 0;
+        for (int64_t i = items * c / chunks; i < items * (c + 1) / chunks; ++i) work += item_s[i];
+        *std::min_element(free_at.begin(), free_at.end()) += work;
+      }
+      best = *std::max_element(free_at.begin(), free_at.end());
     }
     const double flops = 2.0 * batch * l.m * g.oh * g.ow * l.c;
     total_s += best;

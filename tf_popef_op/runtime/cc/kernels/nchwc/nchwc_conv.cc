@@ -61,8 +61,9 @@ constexpr int64_t kPadCopyMaxWidth = 32;
 // tiles that each reload the weights (ResNet50's 1x1/2 layers at 14x14, rows of 7: 1.4-1.5x
 // faster per layer with the copy; rows of 14 gain nothing; docs/benchmarks.md).
 constexpr int64_t kSubsampleCopyMaxWidth = 12;
-// Work items per pool thread a layer gets at least, where its rows are long enough to cut (the
-// pool hands out up to 4 chunks per thread, one at a time, so near-equal items even out).
+// Work items per pool thread below which a layer's items are shared out one per chunk (the
+// pool hands out up to 4 chunks per thread, one at a time), so their count and sizes decide
+// how evenly the threads finish.
 constexpr int64_t kItemsPerThread = 4;
 // The shortest row segment a row is cut into for that: 4 tiles of 6 pixels.
 constexpr int64_t kMinSegmentPixels = 24;
@@ -266,14 +267,15 @@ std::unique_ptr<Kernel> PrepareNchwcConv(const KernelSpec& spec) {
   }
   p.segments = g.ow > 2 * kSegmentPixels ? (g.ow + kSegmentPixels - 1) / kSegmentPixels : 1;
   p.block_groups = p.depthwise ? g.out_blocks : (g.out_blocks + kItemBlocks - 1) / kItemBlocks;
-  // Few items (a small plane at batch 1: a 14x14 pointwise layer with 64 outputs is one row
-  // and one block group), or not many and a count the pool's threads do not divide: cut the
-  // rows into more segments, so the threads get near-equal shares instead of one thread taking
-  // the whole layer, or 5 items of 9.
+  // Few items (at most one chunk each) that the pool's threads cannot share equally: a count
+  // they do not divide (a 14x14 pointwise layer with 64 outputs is one item at batch 1,
+  // InceptionV3's 768->192 at 17x17 three), or a last block group narrower than the others
+  // (96 outputs: items of 8 and 4 blocks). Cut the rows into more segments until they can.
   if (!p.depthwise) {
-    const int64_t threads = ThreadPool::Global().num_threads(), few = kItemsPerThread * threads;
+    const int64_t threads = ThreadPool::Global().num_threads();
+    const bool unequal_groups = g.out_blocks % kItemBlocks != 0;
     auto items = [&] { return p.n * g.oh * p.segments * p.block_groups; };
-    while ((items() < few || (items() < 2 * few && items() % threads != 0)) &&
+    while (items() < kItemsPerThread * threads && (items() % threads != 0 || unequal_groups) &&
            g.ow / (p.segments + 1) >= kMinSegmentPixels)
       ++p.segments;
   }
