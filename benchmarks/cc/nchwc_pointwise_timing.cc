@@ -53,7 +53,7 @@ const Layer kLayers[] = {
 
 // nchwc_conv.cc's work split, overridable from the command line to sweep it.
 int64_t kSegmentPixels = 192, kItemBlocks = 8, kPassWeightBytes = 128 * 1024;
-constexpr int64_t kWidenMinPixels = 96;
+constexpr int64_t kWidenMinPixels = 96, kSubsampleCopyMaxWidth = 16;
 
 uint16_t ToHalf(float f) {  // truncating is fine for timing
   uint32_t b;
@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
     g.sh = g.sw = l.stride;
     g.oh = g.ow = (l.hw - 1) / l.stride + 1;
     NchwcGeometry strided = g;  // the input's, when a strided 1x1 runs on a copy of its pixels
-    const bool copy = subsample && l.stride > 1;
+    const bool copy = subsample && l.stride > 1 && g.ow <= kSubsampleCopyMaxWidth;
     if (copy) {
       g.h = g.oh;
       g.w = g.ow;
@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
     const int64_t groups = (g.out_blocks + kItemBlocks - 1) / kItemBlocks;
     const int64_t threads = ThreadPool::Global().num_threads();
     auto count = [&] { return batch * g.oh * segments * groups; };
-    while (balance && count() < 4 * threads && g.ow / (segments + 1) >= 24 &&
+    while (balance && threads > 1 && count() < 4 * threads && g.ow / (segments + 1) >= 24 &&
            (count() % threads != 0 || g.out_blocks % kItemBlocks != 0))
       ++segments;
     const int64_t segment = (g.ow + segments - 1) / segments;

@@ -167,10 +167,10 @@ std::vector<ConvCase> Geometries() {
       {1, 64, 48, 7, 7, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
       // 1x1 stride 2 (ResNet's projection shortcut) and a padded 1x1; strided 1x1 on narrow
       // rows runs on a copy of the pixels it reads (also per-axis strides over two passes on the
-      // input channels), on rows of more than 12 pixels in place
+      // input channels), on rows of more than 16 pixels in place
       {1, 16, 32, 9, 11, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0},
       {2, 536, 16, 7, 9, 1, 1, 2, 3, 1, 1, 0, 0, 0, 0},
-      {1, 8, 16, 4, 30, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0},
+      {1, 8, 16, 4, 40, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0},
       {1, 8, 8, 4, 4, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
       // 3x3: stride 1 and 2, odd/even planes, one-sided and wide pads, 1x1 planes
       {2, 16, 16, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},

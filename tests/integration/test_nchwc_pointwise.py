@@ -1,7 +1,7 @@
 """1x1 convolutions in the blocked layout (NchwcConv, kernels/nchwc/nchwc_conv.cc) against
 onnxruntime, on the work splits the kernel picks from the shapes: a strided 1x1 on narrow output
-rows (ResNet50's 1x1/2 at 14x14: run as a stride-1 one on a copy of the pixels it reads), a
-strided 1x1 on rows too wide for that copy, per-axis strides, and pointwise layers with too few
+rows (ResNet50's 1x1/2 at 14x14 and 28x28: run as a stride-1 one on a copy of the pixels it
+reads), a strided 1x1 on rows too wide for that copy, per-axis strides, and pointwise layers with too few
 work items for the pool's threads (one block group at batch 1: the plane is cut into row
 segments), with one and two passes over the input channels. Each case is a chain of four 1x1
 convolutions (bias, Relu, a residual Add) so the compiler keeps it blocked. float32 within 1e-4
@@ -25,6 +25,7 @@ CASES = {
     "stride2_rows_of_7": ((1, 32, 14, 14), 48, [2, 2]),
     "stride2_rows_of_7_batch2": ((2, 24, 13, 13), 32, [2, 2]),
     "stride2_rows_of_14": ((1, 16, 28, 28), 32, [2, 2]),
+    "stride2_rows_of_28": ((1, 16, 56, 56), 16, [2, 2]),
     "strides_2_3": ((1, 16, 9, 20), 16, [2, 3]),
     "few_items_two_passes": ((1, 528, 14, 14), 16, [1, 1]),
     "few_items_odd_blocks": ((1, 40, 7, 9), 24, [1, 1]),

@@ -57,10 +57,11 @@ constexpr int64_t kWidenWeightsMinPixels = 96;
 // slower per pixel than the 6-pixel ones); on a 7-wide row that is 2 pixels of 7.
 constexpr int64_t kPadCopyMaxWidth = 32;
 // A strided unpadded 1x1 convolution whose output rows are at most this wide runs as a
-// stride-1 one on a copy of the pixels it reads: one long row instead of rows of two narrow
-// tiles that each reload the weights (ResNet50's 1x1/2 layers at 14x14, rows of 7: 1.4-1.5x
-// faster per layer with the copy; rows of 14 gain nothing; docs/benchmarks.md).
-constexpr int64_t kSubsampleCopyMaxWidth = 12;
+// stride-1 one on a copy of the pixels it reads: one long row instead of rows of a few narrow
+// tiles that each reload the weights (ResNet50's 1x1/2 layers, one thread: rows of 7 1.4-1.6x
+// faster in float32, 1.1x in float16; rows of 14 even in float32, 1.09x in float16; rows of
+// 28 no gain in float32; docs/benchmarks.md).
+constexpr int64_t kSubsampleCopyMaxWidth = 16;
 // Work items per pool thread below which a layer's items are shared out one per chunk (the
 // pool hands out up to 4 chunks per thread, one at a time), so their count and sizes decide
 // how evenly the threads finish.
@@ -271,8 +272,8 @@ std::unique_ptr<Kernel> PrepareNchwcConv(const KernelSpec& spec) {
   // they do not divide (a 14x14 pointwise layer with 64 outputs is one item at batch 1,
   // InceptionV3's 768->192 at 17x17 three), or a last block group narrower than the others
   // (96 outputs: items of 8 and 4 blocks). Cut the rows into more segments until they can.
-  if (!p.depthwise) {
-    const int64_t threads = ThreadPool::Global().num_threads();
+  const int64_t threads = ThreadPool::Global().num_threads();
+  if (!p.depthwise && threads > 1) {
     const bool unequal_groups = g.out_blocks % kItemBlocks != 0;
     auto items = [&] { return p.n * g.oh * p.segments * p.block_groups; };
     while (items() < kItemsPerThread * threads && (items() % threads != 0 || unequal_groups) &&
