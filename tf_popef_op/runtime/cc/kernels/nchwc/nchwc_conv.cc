@@ -91,7 +91,7 @@ struct NchwcConvParams {
   NchwcGeometry strided;
   int64_t pad_bottom = 0;
   // Float16 Y over several passes on the input channels: the partial sums' float32 buffer, in
-  // scratch after the pad copy.
+  // scratch after the input copy (padded or subsampled).
   bool partial_buffer = false;
   size_t partial_offset = 0, scratch_bytes = 0;
   int64_t segments = 1, segment = 0;  // per output row
