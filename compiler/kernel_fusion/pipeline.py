@@ -11,6 +11,7 @@ from compiler.converter.pipeline import run_passes
 
 KERNEL_FUSION_PIPELINE: List[str] = [
     "fold_scale_into_matmul",        # attention's scores·(1/√d) Mul -> the query projection's weights
+    "fuse_attention",                # head transposes -> Q·Kᵀ -> Softmax -> ·V -> transpose back: one Attention
     "merge_transposes_across_unit_reshape",  # Transpose -> Reshape(size-1 axes) -> Transpose: one Transpose
     "fuse_layernorm",                # decomposed mean/variance/rsqrt/affine chain -> LayerNormalization
     "sink_transposes_below_elementwise",  # Add(T(a), T(b)) -> T(Add(a, b)): ConvNeXt's stream channels last

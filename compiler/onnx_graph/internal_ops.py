@@ -39,6 +39,13 @@ being [N, C/8, H, W, 8]:
   NchwcAveragePool(X)            kernel_shape strides dilations pads, ceil_mode (as NchwcMaxPool),
                                  count_include_pad (as AveragePool); X and Y blocked
 
+FusedAttention (written by fuse_attention), float32 or float16:
+
+  FusedAttention(Q, K, V)        num_heads H, scale (default 1): per batch and head,
+                                 softmax(scale·Q·Kᵀ)·V with Q [B, Sq, H·d], K [B, Sk, H·d],
+                                 V [B, Sk, H·dv] (head h = the slice [h·d, (h+1)·d) of a row)
+                                 -> Y [B, Sq, H·dv]
+
 The ops are registered with ONNX's schema registry (importing this module does it once per
 process) with a type-and-shape inference function (the fused ops run the base op's own
 inference), so onnx.checker and shape inference handle a fused model like any other."""
@@ -315,6 +322,30 @@ def _nchwc_schemas() -> List[defs.OpSchema]:
     ]
 
 
+def _attention_schema() -> defs.OpSchema:
+    fp = defs.OpSchema.FormalParameter
+    attr = defs.OpSchema.Attribute
+    schema = defs.OpSchema(
+        "FusedAttention", DOMAIN, VERSION, "per-head softmax(scale·Q·Kᵀ)·V on [B, S, H·d] (tf-popef internal op)",
+        inputs=[fp("Q", "T", "[B, Sq, H·d]"), fp("K", "T", "[B, Sk, H·d]"), fp("V", "T", "[B, Sk, H·dv]")],
+        outputs=[fp("Y", "T", "[B, Sq, H·dv]")],
+        type_constraints=[("T", ["tensor(float)", "tensor(float16)"], "float types")],
+        attributes=[attr("num_heads", defs.OpSchema.AttrType.INT, "H", required=True),
+                    attr("scale", defs.OpSchema.AttrType.FLOAT, "applied to the scores (default 1)", required=False)])
+
+    def infer(ctx) -> None:
+        q, v = ctx.get_input_type(0), ctx.get_input_type(2)
+        if q is None or v is None or len(q.tensor_type.shape.dim) != 3 or len(v.tensor_type.shape.dim) != 3:
+            return
+        out = onnx.TypeProto()
+        out.CopyFrom(q)
+        out.tensor_type.shape.dim[2].CopyFrom(v.tensor_type.shape.dim[2])
+        ctx.set_output_type(0, out)
+
+    schema.set_type_and_shape_inference_function(infer)
+    return schema
+
+
 NCHWC_OPS = ("ToNchwc", "FromNchwc", "NchwcConv", "NchwcWinogradConv", "NchwcInvertedResidual", "NchwcMaxPool",
              "NchwcAveragePool")
 
@@ -326,7 +357,7 @@ def _register_all() -> None:
         defs.register_schema(_make_schema(name, base_op, base_inputs))
     if not defs.has("FusedElementwise", VERSION, DOMAIN):
         defs.register_schema(_elementwise_schema())
-    for schema in _nchwc_schemas():
+    for schema in _nchwc_schemas() + [_attention_schema()]:
         if not defs.has(schema.name, VERSION, DOMAIN):
             defs.register_schema(schema)
 

@@ -1,0 +1,33 @@
+"""Attention (compiler/onnx_graph/internal_ops.py; written by fuse_attention): per-head
+softmax(scale·Q·Kᵀ)·V on [B, S, H·d] tensors, float32 or float16. The rule checks the shapes the
+kernel assumes, so a malformed node fails here, naming it, rather than in the runtime."""
+from compiler.lowering_rules.node_context import KernelCall, NodeContext
+from compiler.lowering_rules.registry import lowering_rule
+from compiler.onnx_graph.internal_ops import DOMAIN
+
+FLOATS = ("float32", "float16")
+
+
+@lowering_rule(f"{DOMAIN}::FusedAttention")
+def lower_attention(ctx: NodeContext) -> KernelCall:
+    """Q [B, Sq, H·d], K [B, Sk, H·d], V [B, Sk, H·dv] -> Y [B, Sq, H·dv]."""
+    ctx.require_inputs(3, 3)
+    ctx.require_dtypes(FLOATS)
+    heads = int(ctx.attr("num_heads", 0))
+    scale = float(ctx.attr("scale", 1.0))
+    q, k, v = (list(ctx.input_type(i).shape) for i in range(3))
+    if heads < 1:
+        raise ctx.error(f"num_heads {heads} must be >= 1")
+    if not scale > 0:
+        raise ctx.error(f"scale {scale} must be > 0")
+    if (len(q) != 3 or len(k) != 3 or len(v) != 3 or k[0] != q[0] or v[0] != q[0] or v[1] != k[1] or k[2] != q[2]
+            or q[2] % heads or v[2] % heads):
+        raise ctx.error(f"Q {q}, K {k}, V {v} do not make [B, Sq, H·d], [B, Sk, H·d], [B, Sk, H·dv] with "
+                        f"H = num_heads {heads}")
+    if k[1] == 0 or q[2] == 0:
+        raise ctx.error(f"no keys (K {k}): the softmax is undefined")
+    expected = [q[0], q[1], v[2]]
+    if list(ctx.output_type(0).shape) != expected:
+        raise ctx.error(f"output '{ctx.node.output[0]}' has shape {ctx.output_type(0).shape_text()}, "
+                        f"expected {expected}")
+    return KernelCall("FusedAttention", list(ctx.node.input), {"num_heads": heads, "scale": scale})

@@ -1,0 +1,221 @@
+// Attention (internal op, docs/popef.md "Internal ops"): softmax(scale · Q·Kᵀ) · V per head,
+// reading Q, K and V in the projections' own layout and writing Y in the layout the output
+// projection reads, so the head transposes and the score tensor never reach memory:
+//   Q [B, Sq, H·d], K [B, Sk, H·d], V [B, Sk, H·dv]  ->  Y [B, Sq, H·dv]
+// (head h of row s is the contiguous slice [h·d, (h+1)·d) of that row).
+//
+// Work items are (batch, head, block of query rows), threaded on the intra-op pool, so batch 1
+// keeps every core busy. Each chunk of items packs Kᵀ and V of its current (batch, head) into
+// the packed-GEMM panel layout (matmul/packed_gemm_tiles.h) once, in its scratch (L2-sized:
+// 2·S·d floats); a block's scores [rows, Sk] stay in scratch (L1/L2), the softmax runs on them
+// with vector_math's Max/ExpShiftedSum, and P·V goes through the same register tiles straight
+// into Y, the 1/Σ normalization applied to the dv outputs of a row instead of its Sk
+// probabilities. float16 Q/K/V/Y are widened while packing and Y is narrowed once per row, so
+// everything in between is float32.
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "tf_popef_op/runtime/cc/kernels/kernel_checks.h"
+#include "tf_popef_op/runtime/cc/kernels/matmul/packed_gemm_tiles.h"
+#include "tf_popef_op/runtime/cc/kernels/support/fp16_convert.h"
+#include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
+#include "tf_popef_op/runtime/cc/kernels/support/vector_math.h"
+
+namespace tfpopef {
+namespace kernels {
+namespace {
+
+struct AttentionShape {
+  int64_t batch, q_len, kv_len, heads, head_size, value_size;
+};
+
+// Query rows per work item: about 32 (a block's packs of Kᵀ and V cost 1/rows of its GEMMs),
+// rounded to whole register tiles.
+constexpr int64_t kTargetRowBlock = 32;
+
+inline int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+class AttentionKernel final : public Kernel {
+ public:
+  AttentionKernel(const AttentionShape& s, float scale, bool half)
+      : s_(s), scale_(scale), half_(half), tiles_(PackedGemmTiles()),
+        row_block_(std::min(RoundUp(kTargetRowBlock, tiles_.rows), RoundUp(std::max<int64_t>(s.q_len, 1), tiles_.rows))),
+        blocks_per_head_((s.q_len + row_block_ - 1) / row_block_),
+        items_(s.batch * s.heads * blocks_per_head_),
+        kv_ld_(RoundUp(s.kv_len, tiles_.lanes)),
+        v_ld_(RoundUp(s.value_size, tiles_.lanes)),
+        chunk_floats_(s.head_size * kv_ld_ + s.kv_len * v_ld_ + row_block_ * kv_ld_ + row_block_ +
+                      (half ? row_block_ * (s.head_size + s.value_size) : 0)),
+        chunks_(ThreadPool::Global().NumChunks(items_, 1)) {}
+
+  size_t scratch_bytes() const override {
+    return static_cast<size_t>(RoundUp(chunk_floats_, 16) * chunks_) * sizeof(float);
+  }
+
+  void Run(const KernelContext& ctx) const override {
+    if (items_ == 0 || s_.value_size == 0) return;
+    ParallelForChunks(items_, 1, [&](int64_t chunk, int64_t begin, int64_t end) {
+      float* kt = static_cast<float*>(ctx.scratch) + RoundUp(chunk_floats_, 16) * chunk;
+      float* v = kt + s_.head_size * kv_ld_;
+      float* scores = v + s_.kv_len * v_ld_;
+      float* inv_sum = scores + row_block_ * kv_ld_;
+      float* q_rows = inv_sum + row_block_;                // float16 only
+      float* y_rows = q_rows + row_block_ * s_.head_size;  // float16 only
+      int64_t packed = -1;
+      for (int64_t item = begin; item < end; ++item) {
+        const int64_t bh = item / blocks_per_head_;
+        if (bh != packed) {
+          PackKeysAndValues(ctx, bh, kt, v);
+          packed = bh;
+        }
+        RowBlock(ctx, bh, item % blocks_per_head_, kt, v, scores, inv_sum, q_rows, y_rows);
+      }
+    });
+  }
+
+ private:
+  // Element offset of (batch b, row s, head h) in a [B, S, H·width] tensor.
+  int64_t Offset(int64_t b, int64_t len, int64_t s, int64_t h, int64_t width) const {
+    return ((b * len + s) * s_.heads + h) * width;
+  }
+
+  // Row `row` (`width` elements from `offset`) of input `i` as float32: in place, or widened into `buf`.
+  const float* InputRow(const KernelContext& ctx, int i, int64_t offset, int64_t width, float* buf) const {
+    if (!half_) return static_cast<const float*>(ctx.inputs[i]) + offset;
+    WidenHalfToFloat(static_cast<const uint16_t*>(ctx.inputs[i]) + offset, buf, width);
+    return buf;
+  }
+
+  // Kᵀ as panels [d, panel width] of the Sk columns; V as panels [Sk, panel width] of the dv columns.
+  void PackKeysAndValues(const KernelContext& ctx, int64_t bh, float* kt, float* v) const {
+    const int64_t b = bh / s_.heads, h = bh % s_.heads, d = s_.head_size, dv = s_.value_size;
+    const int64_t pw = tiles_.panel_width;
+    alignas(64) float row_buf[512];
+    for (int64_t j = 0; j < s_.kv_len; ++j) {
+      const int64_t c0 = j / pw * pw, width = std::min(pw, kv_ld_ - c0);
+      float* panel = kt + d * c0;
+      for (int64_t p0 = 0; p0 < d; p0 += 512) {
+        const int64_t n = std::min<int64_t>(512, d - p0);
+        const float* k = InputRow(ctx, 1, Offset(b, s_.kv_len, j, h, d) + p0, n, row_buf);
+        for (int64_t p = 0; p < n; ++p) panel[(p0 + p) * width + (j - c0)] = k[p];
+      }
+    }
+    for (int64_t j = s_.kv_len; j < kv_ld_; ++j) {  // the last panel's padding columns
+      const int64_t c0 = j / pw * pw, width = std::min(pw, kv_ld_ - c0);
+      for (int64_t p = 0; p < d; ++p) kt[d * c0 + p * width + (j - c0)] = 0.0f;
+    }
+    for (int64_t j = 0; j < s_.kv_len; ++j) {
+      for (int64_t c0 = 0; c0 < v_ld_; c0 += pw) {
+        const int64_t width = std::min(pw, v_ld_ - c0), cols = std::min(width, dv - c0);
+        float* dst = v + s_.kv_len * c0 + j * width;
+        if (half_)
+          WidenHalfToFloat(static_cast<const uint16_t*>(ctx.inputs[2]) + Offset(b, s_.kv_len, j, h, dv) + c0, dst, cols);
+        else
+          std::copy_n(static_cast<const float*>(ctx.inputs[2]) + Offset(b, s_.kv_len, j, h, dv) + c0, cols, dst);
+        std::fill(dst + cols, dst + width, 0.0f);
+      }
+    }
+  }
+
+  void RowBlock(const KernelContext& ctx, int64_t bh, int64_t block, const float* kt, const float* v, float* scores,
+                float* inv_sum, float* q_rows, float* y_rows) const {
+    const int64_t b = bh / s_.heads, h = bh % s_.heads, d = s_.head_size, dv = s_.value_size;
+    const int64_t r0 = block * row_block_, rows = std::min(row_block_, s_.q_len - r0);
+    const int64_t pw = tiles_.panel_width;
+    const float* q;
+    int64_t ldq;
+    if (half_) {
+      for (int64_t r = 0; r < rows; ++r)
+        WidenHalfToFloat(static_cast<const uint16_t*>(ctx.inputs[0]) + Offset(b, s_.q_len, r0 + r, h, d), q_rows + r * d, d);
+      q = q_rows;
+      ldq = d;
+    } else {
+      q = static_cast<const float*>(ctx.inputs[0]) + Offset(b, s_.q_len, r0, h, d);
+      ldq = s_.heads * d;
+    }
+    // scores = Q·Kᵀ
+    for (int64_t r = 0; r < rows; r += tiles_.rows) {
+      const int64_t tr = std::min(tiles_.rows, rows - r);
+      for (int64_t c0 = 0; c0 < s_.kv_len; c0 += pw) {
+        const int64_t width = std::min(pw, kv_ld_ - c0), cols = std::min(width, s_.kv_len - c0);
+        tiles_.tile(tr, cols, d, q + r * ldq, ldq, kt + d * c0, width, scores + r * kv_ld_ + c0, kv_ld_, false);
+      }
+    }
+    // exp(scale·(x − max)) in place; 1/Σ kept for the output rows
+    for (int64_t r = 0; r < rows; ++r) {
+      float* row = scores + r * kv_ld_;
+      if (scale_ != 1.0f)
+        for (int64_t j = 0; j < s_.kv_len; ++j) row[j] *= scale_;
+      const float max = vmath::Max(row, s_.kv_len);
+      inv_sum[r] = 1.0f / vmath::ExpShiftedSum(row, row, s_.kv_len, max);
+    }
+    // Y = P·V / Σ
+    float* y;
+    int64_t ldy;
+    if (half_) {
+      y = y_rows;
+      ldy = dv;
+    } else {
+      y = static_cast<float*>(ctx.outputs[0]) + Offset(b, s_.q_len, r0, h, dv);
+      ldy = s_.heads * dv;
+    }
+    for (int64_t r = 0; r < rows; r += tiles_.rows) {
+      const int64_t tr = std::min(tiles_.rows, rows - r);
+      for (int64_t c0 = 0; c0 < dv; c0 += pw) {
+        const int64_t width = std::min(pw, v_ld_ - c0), cols = std::min(width, dv - c0);
+        tiles_.tile(tr, cols, s_.kv_len, scores + r * kv_ld_, kv_ld_, v + s_.kv_len * c0, width, y + r * ldy + c0, ldy,
+                    false);
+      }
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      float* out = y + r * ldy;
+      for (int64_t j = 0; j < dv; ++j) out[j] *= inv_sum[r];
+      if (half_)
+        NarrowFloatToHalf(out, static_cast<uint16_t*>(ctx.outputs[0]) + Offset(b, s_.q_len, r0 + r, h, dv), dv);
+    }
+  }
+
+  const AttentionShape s_;
+  const float scale_;
+  const bool half_;
+  const PackedGemmTileFns& tiles_;
+  const int64_t row_block_, blocks_per_head_, items_, kv_ld_, v_ld_, chunk_floats_, chunks_;
+};
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+std::unique_ptr<Kernel> CreateAttention(const KernelSpec& spec) {
+  CheckArity(spec, 3, 3, 1);
+  CheckSameDType(spec, {DType::kFloat32, DType::kFloat16});
+  const int64_t heads = spec.attrs.Int("num_heads");
+  const float scale = spec.attrs.Float("scale", 1.0f);
+  const auto& q = spec.inputs[0].shape;
+  const auto& k = spec.inputs[1].shape;
+  const auto& v = spec.inputs[2].shape;
+  auto fail = [&](const std::string& what) { return Error(ErrorCode::kInvalidArgument, spec.Where() + ": " + what); };
+  if (heads < 1) throw fail("num_heads " + std::to_string(heads) + " must be >= 1");
+  if (!(scale > 0.0f)) throw fail("scale " + std::to_string(scale) + " must be > 0");
+  if (q.size() != 3 || k.size() != 3 || v.size() != 3)
+    throw fail("Q " + ShapeText(q) + ", K " + ShapeText(k) + " and V " + ShapeText(v) + " must be [B, S, heads·d]");
+  if (k[0] != q[0] || v[0] != q[0] || v[1] != k[1] || k[2] != q[2] || q[2] % heads != 0 || v[2] % heads != 0)
+    throw fail("Q " + ShapeText(q) + ", K " + ShapeText(k) + ", V " + ShapeText(v) +
+               " do not make [B, Sq, H·d], [B, Sk, H·d], [B, Sk, H·dv] with H = num_heads " + std::to_string(heads));
+  const AttentionShape s{q[0], q[1], k[1], heads, q[2] / heads, v[2] / heads};
+  if (s.kv_len == 0 || s.head_size == 0) throw fail("no keys (K " + ShapeText(k) + "): the softmax is undefined");
+  CheckOutputShape(spec, 0, {s.batch, s.q_len, heads * s.value_size});
+  vmath::ActivePath();  // a bad TF_POPEF_SIMD fails here, at prepare
+  return std::make_unique<AttentionKernel>(s, scale, spec.inputs[0].dtype == DType::kFloat16);
+}
+
+}  // namespace
+
+TFPOPEF_REGISTER_KERNEL("FusedAttention", CreateAttention);
+
+}  // namespace kernels
+}  // namespace tfpopef
