@@ -37,9 +37,9 @@ def conv_kind(weight) -> str:
     (one input channel per output channel with a spatial kernel: the only grouped convolutions
     of these networks)."""
     kernel = "x".join(str(k) for k in weight[2:]) or "1"
-    if all(k == 1 for k in weight[2:]):
-        return kernel
-    return f"depthwise {kernel}" if weight[1] == 1 else kernel
+    if weight[1] == 1 and weight[0] > 1:  # a 1x1 one is a per-channel affine (DenseNet's BatchNorms)
+        return f"depthwise {kernel}"
+    return kernel
 
 
 def op_class(op: str, conv: Optional[str] = None) -> str:

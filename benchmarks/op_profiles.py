@@ -16,6 +16,7 @@ from typing import Dict, Optional
 
 import numpy as np
 
+from compiler.kernel_fusion.passes.per_channel_affine_to_depthwise_conv import NODE_SUFFIX as AFFINE_CONV_SUFFIX
 from op_classes import by_class, conv_kind, op_class
 
 
@@ -60,6 +61,14 @@ def _convs_by_kind(by_class_us: Dict[str, float]) -> Dict[str, float]:
     return {cls[len("Conv "):]: us for cls, us in by_class_us.items() if cls.startswith("Conv ")}
 
 
+def kind_of_step(node: str, kinds: Dict[str, str]) -> Optional[str]:
+    """The conv kind of one of our steps: its node's in the converted model, or for the 1x1
+    depthwise Conv a fusion pass makes of a per-channel affine (not in that model), that."""
+    if node in kinds:
+        return kinds[node]
+    return conv_kind((2, 1, 1, 1)) if node.endswith(AFFINE_CONV_SUFFIX) else None
+
+
 def modelrunner_by_op(executable, x: np.ndarray, iters: int, model=None) -> Dict[str, object]:
     """`model`: the converted ONNX model the PopEF was lowered from (its node names are our steps')."""
     from tf_popef_op.runtime import ModelRunner, RuntimeConfig
@@ -76,7 +85,7 @@ def modelrunner_by_op(executable, x: np.ndarray, iters: int, model=None) -> Dict
     for e in runner.profile():
         us = e["total_us"] / iters
         by_op[e["op"]] += us
-        classes.append((op_class(e["op"], kinds.get(e["node"])), us))
+        classes.append((op_class(e["op"], kind_of_step(e["node"], kinds)), us))
     summary = runner.profile_summary()
     runs = summary.get("runs") or iters
     by_class_us = by_class(classes)

@@ -12,7 +12,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
                                 "benchmarks"))
 
 from op_classes import compare, conv_kind, op_class  # noqa: E402
-from op_profiles import conv_kinds, kind_of_layer  # noqa: E402
+from op_profiles import AFFINE_CONV_SUFFIX, conv_kinds, kind_of_layer, kind_of_step  # noqa: E402
 
 
 def test_conv_kinds_from_weight_shapes():
@@ -20,6 +20,14 @@ def test_conv_kinds_from_weight_shapes():
     assert conv_kind((64, 32, 3, 3)) == "3x3"
     assert conv_kind((96, 1, 5, 5)) == "depthwise 5x5"
     assert conv_kind((64, 3, 7, 7)) == "7x7"
+    assert conv_kind((64, 1, 1, 1)) == "depthwise 1x1"  # a per-channel affine as a convolution
+
+
+def test_our_steps_made_by_fusion_passes_have_a_kind():
+    kinds = {"model/conv": "3x3"}
+    assert kind_of_step("model/conv", kinds) == "3x3"
+    assert kind_of_step("model/bn/add_1" + AFFINE_CONV_SUFFIX, kinds) == "depthwise 1x1"
+    assert kind_of_step("model/other", kinds) is None
 
 
 @pytest.mark.parametrize("op,conv,cls", [

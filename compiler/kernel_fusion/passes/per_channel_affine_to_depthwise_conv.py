@@ -24,6 +24,8 @@ from compiler.onnx_graph.graph_rewrite import GraphRewrite
 from compiler.onnx_graph.type_inference import infer_types
 
 _DEFAULT_DOMAINS = ("", "ai.onnx")
+# The name of the Conv made from the affine whose output is `<base>` (profiles class it by it).
+NODE_SUFFIX = "_depthwise_affine"
 
 
 @register("per_channel_affine_to_depthwise_conv", kind="fuse")
@@ -55,7 +57,7 @@ class _AffineRewrite(GraphRewrite):
             w = self.add_initializer(f"{base}_depthwise_scale",
                                      np.broadcast_to(scale, (channels,)).reshape(channels, 1, 1, 1).astype(dtype))
             b = self.add_initializer(f"{base}_depthwise_shift", np.broadcast_to(bias, (channels,)).astype(dtype))
-            conv = helper.make_node("Conv", [x, w, b], [add.output[0]], name=f"{base}_depthwise_affine",
+            conv = helper.make_node("Conv", [x, w, b], [add.output[0]], name=f"{base}{NODE_SUFFIX}",
                                     group=channels, kernel_shape=[1, 1])
             self.graph.node.insert(list(self.graph.node).index(add), conv)
             remove_value_info(self.graph, [mul.output[0]])
