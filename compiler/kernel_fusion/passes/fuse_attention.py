@@ -110,7 +110,7 @@ class _AttentionFuser(GraphRewrite):
             if node.op_type not in _VIEWS:
                 return False
             name = node.output[0]
-        return self._fuse(scores, product, region, scale, made, readers)
+        return self._fuse(scores, product, region, scale, x_shape[-1], made, readers)
 
     def _last_axis_softmax(self, node: onnx.NodeProto, rank: int) -> bool:
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
@@ -127,17 +127,16 @@ class _AttentionFuser(GraphRewrite):
         return None, ""
 
     # --- operands and result: index-map tracing -------------------------------------------------
-    def _fuse(self, scores, product, region, scale, made, readers) -> bool:
+    def _fuse(self, scores, product, region, scale, softmax_len, made, readers) -> bool:
         a, b = self._shape(scores.input[0]), self._shape(scores.input[1])
         p, c = self._shape(product.input[0]), self._shape(product.input[1])
-        s_out = self._shape(scores.output[0])
-        if None in (a, b, p, c, s_out) or min(len(a), len(b), len(p), len(c)) < 3:
+        if None in (a, b, p, c) or min(len(a), len(b), len(p), len(c)) < 3:
             return False
         if a[:-2] != b[:-2] or p[:-2] != c[:-2] or a[-1] != b[-2] or p[-1] != c[-2]:
             return False  # broadcast or mismatched batch dims
         sq, d, sk, dv = a[-2], a[-1], b[-1], c[-1]
         groups = int(np.prod(a[:-2]))
-        if p[-2:] != (sq, sk) or int(np.prod(p[:-2])) != groups or s_out[-1] != sk or min(sq, sk, d, dv) < 1:
+        if p[-2:] != (sq, sk) or int(np.prod(p[:-2])) != groups or softmax_len != sk or min(sq, sk, d, dv) < 1:
             return False
         dtypes = {self.types[n].elem_type for n in (scores.input[0], scores.input[1], product.input[1])}
         if len(dtypes) != 1 or dtypes.pop() not in _FLOAT_TYPES:
