@@ -1,4 +1,4 @@
-"""Per-head scaled dot-product attention -> one Attention node (docs/popef.md "Internal ops").
+"""Per-head scaled dot-product attention -> one FusedAttention node (docs/popef.md "Internal ops").
 
 tf2onnx writes the attention of Keras' MultiHeadAttention (BERT, ViT) as views and Transposes
 that move each projection's [B, S, H·d] output to [B·H, S, d] (keys to [B·H, d, S]), a batched
@@ -16,8 +16,8 @@ elements, each chain is evaluated on an array of element indices, and a chain qu
 moves a [B, S, H, d] source (flat order) exactly to the MatMul's [..., S, d] (queries, values) or
 [..., d, S] (keys) operand, and the product to a [B, Sq, H, dv] result. The furthest such source
 and result are taken, so the head transposes on both sides disappear; B and H come from the
-first head count that matches all four. The region becomes
-Attention(Q, K, V; num_heads, scale) on [B, S, H·d] views of the sources (Reshapes, which are
+head count that matches all four and leaves out the most layout nodes. The region becomes
+FusedAttention(Q, K, V; num_heads, scale) on [B, S, H·d] views of the sources (Reshapes, which are
 views in the runtime), writing a view of the result. What no longer has a reader (the old
 chains) is removed.
 
@@ -31,7 +31,7 @@ import onnx
 from onnx import helper
 
 from compiler.converter.pass_registry import register
-from compiler.onnx_graph.graph_edit import consumers, producers, remove_nodes, remove_value_info
+from compiler.onnx_graph.graph_edit import consumers, fresh_name, producers, remove_nodes, remove_value_info
 from compiler.onnx_graph.graph_rewrite import GraphRewrite
 from compiler.onnx_graph.internal_ops import DOMAIN, ensure_domain_imported
 from compiler.onnx_graph.type_inference import infer_types
@@ -44,7 +44,7 @@ _FLOAT_TYPES = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16)
 
 @register("fuse_attention", kind="fuse")
 def fuse_attention(model, ctx):
-    """Fuse per-head scaled dot-product attention (head transposes, Q·Kᵀ, Softmax, ·V) into Attention."""
+    """Fuse per-head scaled dot-product attention (head transposes, Q·Kᵀ, Softmax, ·V) into FusedAttention."""
     if not any(n.op_type == "Softmax" for n in model.graph.node):
         return model
     fuser = _AttentionFuser(model, ctx.model_name)
@@ -251,12 +251,12 @@ class _AttentionFuser(GraphRewrite):
             if self._shape(source) == (batch, rows, heads * width):
                 inputs.append(source)
                 continue
-            view = f"{base}_attention_{what}"
+            view = fresh_name(f"{base}_attention_{what}", self.taken)
             shape = self.add_initializer(f"{view}_shape", np.array([batch, rows, heads * width], np.int64))
             nodes.append(helper.make_node("Reshape", [source, shape], [view], name=view))
             inputs.append(view)
         y_shape = (batch, sq, heads * dv)
-        y = result if self._shape(result) == y_shape else f"{base}_attention"
+        y = result if self._shape(result) == y_shape else fresh_name(f"{base}_attention", self.taken)
         attention = helper.make_node("FusedAttention", inputs, [y], name=f"{base}_attention", domain=DOMAIN,
                                      num_heads=heads)
         if scale != 1.0:
