@@ -1,4 +1,4 @@
-"""Per-head scaled dot-product attention -> one Attention node (docs/popef.md "Internal ops").
+"""Per-head scaled dot-product attention -> one FusedAttention node (docs/popef.md "Internal ops").
 
 tf2onnx writes the attention of Keras' MultiHeadAttention (BERT, ViT) as views and Transposes
 that move each projection's [B, S, H·d] output to [B·H, S, d] (keys to [B·H, d, S]), a batched
@@ -16,13 +16,14 @@ elements, each chain is evaluated on an array of element indices, and a chain qu
 moves a [B, S, H, d] source (flat order) exactly to the MatMul's [..., S, d] (queries, values) or
 [..., d, S] (keys) operand, and the product to a [B, Sq, H, dv] result. The furthest such source
 and result are taken, so the head transposes on both sides disappear; B and H come from the
-first head count that matches all four. The region becomes
-Attention(Q, K, V; num_heads, scale) on [B, S, H·d] views of the sources (Reshapes, which are
+head count that matches all four and leaves out the most layout nodes. The region becomes
+FusedAttention(Q, K, V; num_heads, scale) on [B, S, H·d] views of the sources (Reshapes, which are
 views in the runtime), writing a view of the result. What no longer has a reader (the old
 chains) is removed.
 
 A pattern that does not match exactly (an attention mask Add, a broadcast MatMul, heads laid
 out another way) is left as it is."""
+import functools
 from typing import List, Optional, Sequence, Set, Tuple
 
 import numpy as np
@@ -30,7 +31,7 @@ import onnx
 from onnx import helper
 
 from compiler.converter.pass_registry import register
-from compiler.onnx_graph.graph_edit import consumers, producers, remove_nodes, remove_value_info
+from compiler.onnx_graph.graph_edit import consumers, fresh_name, producers, remove_nodes, remove_value_info
 from compiler.onnx_graph.graph_rewrite import GraphRewrite
 from compiler.onnx_graph.internal_ops import DOMAIN, ensure_domain_imported
 from compiler.onnx_graph.type_inference import infer_types
@@ -43,7 +44,7 @@ _FLOAT_TYPES = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16)
 
 @register("fuse_attention", kind="fuse")
 def fuse_attention(model, ctx):
-    """Fuse per-head scaled dot-product attention (head transposes, Q·Kᵀ, Softmax, ·V) into Attention."""
+    """Fuse per-head scaled dot-product attention (head transposes, Q·Kᵀ, Softmax, ·V) into FusedAttention."""
     if not any(n.op_type == "Softmax" for n in model.graph.node):
         return model
     fuser = _AttentionFuser(model, ctx.model_name)
@@ -110,7 +111,7 @@ class _AttentionFuser(GraphRewrite):
             if node.op_type not in _VIEWS:
                 return False
             name = node.output[0]
-        return self._fuse(scores, product, region, scale, made, readers)
+        return self._fuse(scores, product, region, scale, x_shape[-1], made, readers)
 
     def _last_axis_softmax(self, node: onnx.NodeProto, rank: int) -> bool:
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
@@ -127,17 +128,16 @@ class _AttentionFuser(GraphRewrite):
         return None, ""
 
     # --- operands and result: index-map tracing -------------------------------------------------
-    def _fuse(self, scores, product, region, scale, made, readers) -> bool:
+    def _fuse(self, scores, product, region, scale, softmax_len, made, readers) -> bool:
         a, b = self._shape(scores.input[0]), self._shape(scores.input[1])
         p, c = self._shape(product.input[0]), self._shape(product.input[1])
-        s_out = self._shape(scores.output[0])
-        if None in (a, b, p, c, s_out) or min(len(a), len(b), len(p), len(c)) < 3:
+        if None in (a, b, p, c) or min(len(a), len(b), len(p), len(c)) < 3:
             return False
         if a[:-2] != b[:-2] or p[:-2] != c[:-2] or a[-1] != b[-2] or p[-1] != c[-2]:
             return False  # broadcast or mismatched batch dims
         sq, d, sk, dv = a[-2], a[-1], b[-1], c[-1]
         groups = int(np.prod(a[:-2]))
-        if p[-2:] != (sq, sk) or int(np.prod(p[:-2])) != groups or s_out[-1] != sk or min(sq, sk, d, dv) < 1:
+        if p[-2:] != (sq, sk) or int(np.prod(p[:-2])) != groups or softmax_len != sk or min(sq, sk, d, dv) < 1:
             return False
         dtypes = {self.types[n].elem_type for n in (scores.input[0], scores.input[1], product.input[1])}
         if len(dtypes) != 1 or dtypes.pop() not in _FLOAT_TYPES:
@@ -146,13 +146,16 @@ class _AttentionFuser(GraphRewrite):
         k_chains = self._sources(scores.input[1], made)
         v_chains = self._sources(product.input[1], made)
         y_chains = self._results(product.output[0], readers)
-        best = None  # (layout nodes left out, heads, q, k, v, y): the head count that removes the most
+        # Each source's (result's) elements moved along its chain, once for every head count.
+        q_moved, k_moved, v_moved = (self._moved_sources(chains) for chains in (q_chains, k_chains, v_chains))
+        y_moved = self._moved_results(y_chains)
+        best = None  # (layout nodes left out, heads, [q, k, v, y]): the head count that leaves out the most
         for heads in (h for h in range(1, groups + 1) if groups % h == 0):
             batch = groups // heads
-            found = [self._first_match(q_chains, _head_rows(batch, heads, sq, d), a),
-                     self._first_match(k_chains, _head_rows(batch, heads, sk, d).swapaxes(-1, -2), b),
-                     self._first_match(v_chains, _head_rows(batch, heads, sk, dv), c),
-                     self._first_result(y_chains, batch, heads, sq, dv)]
+            found = [_furthest(q_moved, lambda i: _rows_operand(i, heads, sq, d)),
+                     _furthest(k_moved, lambda i: _columns_operand(i, heads, sk, d)),
+                     _furthest(v_moved, lambda i: _rows_operand(i, heads, sk, dv)),
+                     _furthest(y_moved, lambda i: _result(i, heads, sq, dv))]
             if None in found:
                 continue
             reach = sum(steps for _, steps in found)
@@ -189,30 +192,26 @@ class _AttentionFuser(GraphRewrite):
             name = node.output[0]
             chains.append((name, list(chain)))
 
-    def _first_match(self, chains, expected: np.ndarray, operand_shape) -> Optional[Tuple[str, int]]:
-        """(the furthest source whose chain moves its flat elements to `expected` (an index array
-        in the operand's [..., rows, cols] order, reshaped to the operand's shape), its chain's
-        length)."""
-        want = expected.reshape(operand_shape)
+    def _moved_sources(self, chains) -> List[Tuple[str, int, Optional[np.ndarray]]]:
+        """(source, chain length, the source's flat element indices moved along the chain to the
+        operand), furthest source first."""
+        moved = []
         for source, chain in reversed(chains):
             shape = self._shape(source)
-            if shape is None or int(np.prod(shape)) != want.size or self.types[source].elem_type not in _FLOAT_TYPES:
-                continue
-            got = self._move(np.arange(want.size, dtype=np.int64).reshape(shape), chain)
-            if got is not None and got.shape == want.shape and np.array_equal(got, want):
-                return source, len(chain)
-        return None
+            ok = shape is not None and self.types[source].elem_type in _FLOAT_TYPES
+            got = self._move(_indices(int(np.prod(shape))).reshape(shape), chain) if ok else None
+            moved.append((source, len(chain), got))
+        return moved
 
-    def _first_result(self, chains, batch, heads, sq, dv) -> Optional[Tuple[str, int]]:
-        """(the furthest result holding the product's [B·H, Sq, dv] elements in [B, Sq, H, dv]
-        order, its chain's length)."""
+    def _moved_results(self, chains) -> List[Tuple[str, int, Optional[np.ndarray]]]:
+        """(result, chain length, the result's elements as flat indices of the product, flat),
+        furthest result first."""
         product_shape = self._shape(chains[-1][0])
-        want = np.arange(batch * heads * sq * dv, dtype=np.int64).reshape(batch, heads, sq, dv).transpose(0, 2, 1, 3)
+        moved = []
         for result, chain in chains:
-            got = self._move(np.arange(want.size, dtype=np.int64).reshape(product_shape), chain)
-            if got is not None and np.array_equal(got.reshape(-1), want.reshape(-1)):
-                return result, len(chain)
-        return None
+            got = self._move(_indices(int(np.prod(product_shape))).reshape(product_shape), chain)
+            moved.append((result, len(chain), None if got is None else got.reshape(-1)))
+        return moved
 
     def _move(self, x: np.ndarray, chain: Sequence[onnx.NodeProto]) -> Optional[np.ndarray]:
         """x moved by the layout nodes in `chain` (None if one cannot be evaluated statically)."""
@@ -252,12 +251,12 @@ class _AttentionFuser(GraphRewrite):
             if self._shape(source) == (batch, rows, heads * width):
                 inputs.append(source)
                 continue
-            view = f"{base}_attention_{what}"
+            view = fresh_name(f"{base}_attention_{what}", self.taken)
             shape = self.add_initializer(f"{view}_shape", np.array([batch, rows, heads * width], np.int64))
             nodes.append(helper.make_node("Reshape", [source, shape], [view], name=view))
             inputs.append(view)
         y_shape = (batch, sq, heads * dv)
-        y = result if self._shape(result) == y_shape else f"{base}_attention"
+        y = result if self._shape(result) == y_shape else fresh_name(f"{base}_attention", self.taken)
         attention = helper.make_node("FusedAttention", inputs, [y], name=f"{base}_attention", domain=DOMAIN,
                                      num_heads=heads)
         if scale != 1.0:
@@ -291,6 +290,42 @@ class _AttentionFuser(GraphRewrite):
             remove_value_info(self.graph, [o for n in dead for o in n.output])
 
 
-def _head_rows(batch: int, heads: int, rows: int, width: int) -> np.ndarray:
-    """Flat indices of a [B, rows, H, width] tensor seen as [B, H, rows, width]."""
-    return np.arange(batch * rows * heads * width, dtype=np.int64).reshape(batch, rows, heads, width).transpose(0, 2, 1, 3)
+@functools.lru_cache(maxsize=4)
+def _indices(n: int) -> np.ndarray:
+    """0..n-1, shared read-only (the layout chains only view and copy it)."""
+    values = np.arange(n, dtype=np.int64)
+    values.flags.writeable = False
+    return values
+
+
+def _furthest(moved, expected) -> Optional[Tuple[str, int]]:
+    """(name, chain length) of the first entry of `moved` whose element indices are
+    expected(flat positions) at every position (checked on a sample first)."""
+    for name, steps, got in moved:
+        if got is None:
+            continue
+        probe = np.random.default_rng(0).integers(0, got.size, 256)  # most mismatches show at a random sample
+        if (np.array_equal(got.flat[probe], expected(probe))
+                and np.array_equal(got.reshape(-1), expected(_indices(got.size)))):
+            return name, steps
+    return None
+
+
+# The source index ((b·S + s)·H + h)·width + j (a [B, S, H, width] tensor) that position i of
+# an operand holds, B·H = G groups with g = b·H + h.
+def _rows_operand(i: np.ndarray, heads: int, rows: int, width: int) -> np.ndarray:
+    """Operand [G, rows, width] (queries, values)."""
+    g, s, j = i // (rows * width), i // width % rows, i % width
+    return ((g // heads * rows + s) * heads + g % heads) * width + j
+
+
+def _columns_operand(i: np.ndarray, heads: int, cols: int, width: int) -> np.ndarray:
+    """Operand [G, width, cols] (keys, transposed)."""
+    g, j, s = i // (width * cols), i // cols % width, i % cols
+    return ((g // heads * cols + s) * heads + g % heads) * width + j
+
+
+def _result(i: np.ndarray, heads: int, rows: int, width: int) -> np.ndarray:
+    """The product [G, rows, width] index that position i of a [B, rows, H, width] result holds."""
+    b, s, h, j = i // (rows * heads * width), i // (heads * width) % rows, i // width % heads, i % width
+    return ((b * heads + h) * rows + s) * width + j

@@ -14,7 +14,7 @@ from compiler_test_helpers import F32, check_kernel_fusion_numerics, make_model,
 
 
 def mha_model(batch=2, q_len=5, kv_len=None, heads=2, d=4, dv=None, scale_op="Mul", mask=False,
-              interleaved_heads=False, extra_output=None):
+              interleaved_heads=False, extra_output=None, softmax_rows=None):
     """X [B, Sq, D] (and M [B, Skv, D] for cross-attention) -> Q/K/V projections -> heads ->
     softmax(scale·Q·Kᵀ [+ mask])·V -> [B, Sq, H·dv] -> output projection -> Y."""
     kv_len = kv_len or q_len
@@ -50,7 +50,14 @@ def mha_model(batch=2, q_len=5, kv_len=None, heads=2, d=4, dv=None, scale_op="Mu
         inits["mask"] = np.where(rng.random((batch, 1, 1, kv_len)) < 0.3, -1e4, 0.0).astype(np.float32)
         nodes.append(n("Add", [scores, "mask"], ["masked"]))
         scores = "masked"
-    nodes += [n("Softmax", [scores], ["p"], axis=-1), n("MatMul", ["p", "v"], ["o"]),
+    if softmax_rows:  # the softmax over rows of another length, viewed back
+        inits["rows"] = np.asarray([-1, softmax_rows], np.int64)
+        inits["scores_shape"] = np.asarray([batch, heads, q_len, kv_len], np.int64)
+        nodes += [n("Reshape", [scores, "rows"], ["rows_in"]), n("Softmax", ["rows_in"], ["rows_out"], axis=-1),
+                  n("Reshape", ["rows_out", "scores_shape"], ["p"])]
+    else:
+        nodes.append(n("Softmax", [scores], ["p"], axis=-1))
+    nodes += [n("MatMul", ["p", "v"], ["o"]),
               n("Transpose", ["o"], ["o1"], perm=[0, 2, 1, 3]), n("Reshape", ["o1", "merge"], ["o2"]),
               n("MatMul", ["o2", "Wo"], ["Y"])]
     inputs = [("X", F32, [batch, q_len, model_dim])] + ([("M", F32, [batch, kv_len, model_dim])]
@@ -102,10 +109,11 @@ def test_the_compile_step_fuses_after_the_scale_is_folded():
     assert "Transpose" not in op_types(fused) and "Softmax" not in op_types(fused)
 
 
-@pytest.mark.parametrize("case", ["mask", "interleaved_heads", "probabilities_read_elsewhere"])
+@pytest.mark.parametrize("case", ["mask", "interleaved_heads", "probabilities_read_elsewhere", "softmax_rows"])
 def test_what_the_op_does_not_compute_stays_unfused(case):
     model = mha_model(mask=case == "mask", interleaved_heads=case == "interleaved_heads",
-                      extra_output="p" if case == "probabilities_read_elsewhere" else None)
+                      extra_output="p" if case == "probabilities_read_elsewhere" else None,
+                      softmax_rows=10 if case == "softmax_rows" else None)
     fused = run_pass(model, "fuse_attention")
     assert not _attention_nodes(fused) and "Softmax" in op_types(fused)
     if case != "probabilities_read_elsewhere":

@@ -81,7 +81,7 @@ class AttentionKernel final : public Kernel {
     return ((b * len + s) * s_.heads + h) * width;
   }
 
-  // Row `row` (`width` elements from `offset`) of input `i` as float32: in place, or widened into `buf`.
+  // `width` elements of input `i` from `offset` as float32: in place, or widened into `buf`.
   const float* InputRow(const KernelContext& ctx, int i, int64_t offset, int64_t width, float* buf) const {
     if (!half_) return static_cast<const float*>(ctx.inputs[i]) + offset;
     WidenHalfToFloat(static_cast<const uint16_t*>(ctx.inputs[i]) + offset, buf, width);

@@ -1,0 +1,88 @@
+"""FusedAttention end to end against onnxruntime: transformer encoder blocks as tf2onnx writes
+attention (Q/K/V projections with biases, Reshape + Transpose per head, Q·Kᵀ, the 1/√d Mul,
+Softmax, ·V, Transpose + Reshape back, output projection, residual), BERT-like (128 tokens, 4
+heads of 64) at batch 1 (query-row blocks of one head spread over the threads) and 2,
+ViT-like (197 tokens, 3 heads: key panels with a ragged end), and odd sizes with two stacked
+blocks. float32 within 1e-4 of onnxruntime, float16 (Converter precision fp16) within the
+float16 tolerance; the profile shows one FusedAttention per block and no Softmax or Transpose;
+on the default SIMD path and in a process on the portable path with a 3-thread pool."""
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from e2e_helpers import assert_matches_fp32_reference, check_every_case_in_new_process, run_onnxruntime
+
+from compiler import Compiler
+from compiler.converter import Converter
+from tf_popef_op.runtime import ModelRunner, RuntimeConfig
+
+F = TensorProto.FLOAT
+# name: (batch, tokens, heads, head size, blocks)
+CASES = {
+    "bert_like_batch_1": (1, 128, 4, 64, 1),
+    "bert_like_batch_2": (2, 128, 4, 64, 1),
+    "vit_like_batch_1": (1, 197, 3, 64, 1),
+    "odd_sizes_two_blocks": (3, 13, 3, 7, 2),
+}
+
+
+def encoder_blocks(batch, tokens, heads, d, blocks, seed=0):
+    rng = np.random.default_rng(seed)
+    width = heads * d
+    inits = [numpy_helper.from_array(np.asarray(v, dtype), name) for name, v, dtype in (
+        ("split", [batch, tokens, heads, d], np.int64), ("merge", [batch, tokens, width], np.int64),
+        ("scale", 1 / np.sqrt(d), np.float32))]
+    nodes = []
+
+    def tensor(name, shape, scale):
+        inits.append(numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name))
+        return name
+
+    x = "X"
+    for i in range(blocks):
+        for p in "qkv":
+            nodes += [helper.make_node("MatMul", [x, tensor(f"W{p}{i}", (width, width), 1 / np.sqrt(width))],
+                                       [f"{p}m{i}"]),
+                      helper.make_node("Add", [f"{p}m{i}", tensor(f"b{p}{i}", width, 0.1)], [f"{p}b{i}"]),
+                      helper.make_node("Reshape", [f"{p}b{i}", "split"], [f"{p}s{i}"]),
+                      helper.make_node("Transpose", [f"{p}s{i}"], [f"{p}{i}"],
+                                       perm=[0, 2, 3, 1] if p == "k" else [0, 2, 1, 3])]
+        nodes += [helper.make_node("MatMul", [f"q{i}", f"k{i}"], [f"s{i}"]),
+                  helper.make_node("Mul", [f"s{i}", "scale"], [f"ss{i}"]),
+                  helper.make_node("Softmax", [f"ss{i}"], [f"p{i}"], axis=-1),
+                  helper.make_node("MatMul", [f"p{i}", f"v{i}"], [f"o{i}"]),
+                  helper.make_node("Transpose", [f"o{i}"], [f"ot{i}"], perm=[0, 2, 1, 3]),
+                  helper.make_node("Reshape", [f"ot{i}", "merge"], [f"om{i}"]),
+                  helper.make_node("MatMul", [f"om{i}", tensor(f"Wo{i}", (width, width), 1 / np.sqrt(width))],
+                                   [f"y{i}"]),
+                  helper.make_node("Add", [f"y{i}", x], [f"r{i}"])]
+        x = f"r{i}"
+    nodes.append(helper.make_node("Identity", [x], ["Y"]))
+    graph = helper.make_graph(nodes, "encoder", [helper.make_tensor_value_info("X", F, [batch, tokens, width])],
+                              [helper.make_tensor_value_info("Y", F, [batch, tokens, width])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def check_case(name, precision):
+    batch, tokens, heads, d, blocks = CASES[name]
+    model = encoder_blocks(batch, tokens, heads, d, blocks)
+    x = np.random.default_rng(1).standard_normal((batch, tokens, heads * d)).astype(np.float32)
+    want = run_onnxruntime(model, {"X": x})["Y"]
+    converted = Converter(precision=precision).convert(model)
+    runner = ModelRunner(Compiler.compile(converted), RuntimeConfig(profile=True))
+    got = runner.execute({"X": x.astype(np.float16) if precision == "fp16" else x})["Y"].astype(np.float32)
+    ops = [row["op"] for row in runner.profile()]
+    assert ops.count("FusedAttention") == blocks and "Softmax" not in ops and "Transpose" not in ops, f"{name}: {ops}"
+    assert_matches_fp32_reference(got, want, precision, name, atol=1e-4 * float(np.abs(want).max()))
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+@pytest.mark.parametrize("name", list(CASES))
+def test_fused_attention_vs_onnxruntime(name, precision):
+    check_case(name, precision)
+
+
+def test_fused_attention_portable_path_three_threads():
+    check_every_case_in_new_process("test_fused_attention", len(CASES), TF_POPEF_SIMD="portable",
+                                    TF_POPEF_NUM_THREADS="3")
