@@ -1,6 +1,5 @@
 // Concat along `axis`, any dtype. Viewed as [outer, axis_dim * inner] per input, the output
 // is, for each outer index, the inputs' slabs back to back, so it is a sequence of memcpys.
-#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -12,48 +11,30 @@ namespace tfpopef {
 namespace kernels {
 namespace {
 
-// Bytes of the output per work unit: the output is split evenly over the intra-op pool whatever
-// the shape (a batch-1 blocked concat along channels is one outer slab: DenseNet's).
-constexpr size_t kConcatUnitBytes = 4096;
-
 class ConcatKernel final : public Kernel {
  public:
-  ConcatKernel(int64_t outer, std::vector<size_t> slab_bytes) : outer_(outer), slab_bytes_(std::move(slab_bytes)) {
-    for (size_t n : slab_bytes_) row_bytes_ += n;
-  }
+  ConcatKernel(int64_t outer, std::vector<size_t> slab_bytes) : outer_(outer), slab_bytes_(std::move(slab_bytes)) {}
 
   void Run(const KernelContext& ctx) const override {
-    const size_t total = static_cast<size_t>(outer_) * row_bytes_;
-    const int64_t units = static_cast<int64_t>((total + kConcatUnitBytes - 1) / kConcatUnitBytes);
-    ParallelFor(units, ItemsPerChunk(static_cast<int64_t>(kConcatUnitBytes / 4), kStreamingGrain),
-                [&](int64_t begin, int64_t end) {
-                  CopyRange(ctx, static_cast<size_t>(begin) * kConcatUnitBytes,
-                            std::min(total, static_cast<size_t>(end) * kConcatUnitBytes));
-                });
+    size_t row_bytes = 0;  // one outer slab of every input
+    for (size_t n : slab_bytes_) row_bytes += n;
+    // Outer slabs split across the intra-op pool (grain in 4-byte elements).
+    ParallelFor(outer_, ItemsPerChunk(static_cast<int64_t>(row_bytes / 4), kStreamingGrain), [&](int64_t begin, int64_t end) {
+      auto* out = static_cast<char*>(ctx.outputs[0]) + static_cast<size_t>(begin) * row_bytes;
+      for (int64_t o = begin; o < end; ++o) {
+        for (size_t i = 0; i < slab_bytes_.size(); ++i) {
+          const size_t n = slab_bytes_[i];
+          if (n == 0) continue;
+          std::memcpy(out, static_cast<const char*>(ctx.inputs[i]) + o * n, n);
+          out += n;
+        }
+      }
+    });
   }
 
  private:
-  // Output bytes [begin, end): the pieces of the inputs' slabs they hold, one memcpy each.
-  void CopyRange(const KernelContext& ctx, size_t begin, size_t end) const {
-    char* out = static_cast<char*>(ctx.outputs[0]);
-    size_t o = begin / row_bytes_, at = begin % row_bytes_;  // outer slab, and the offset in its row
-    size_t i = 0, start = 0;                                 // the input at `at`, and its offset in the row
-    while (at >= start + slab_bytes_[i]) start += slab_bytes_[i++];
-    for (size_t b = begin; b < end;) {
-      const size_t n = slab_bytes_[i], off = at - start, len = std::min(n - off, end - b);
-      std::memcpy(out + b, static_cast<const char*>(ctx.inputs[i]) + o * n + off, len);
-      b += len;
-      at += len;
-      if (at == start + n) {  // the next input's slab (or the next row's first)
-        start += n;
-        if (++i == slab_bytes_.size()) i = start = at = 0, ++o;
-      }
-    }
-  }
-
   const int64_t outer_;
   const std::vector<size_t> slab_bytes_;  // per input: bytes of one outer slab
-  size_t row_bytes_ = 0;                  // one outer slab of every input
 };
 
 std::unique_ptr<Kernel> CreateConcat(const KernelSpec& spec) {
