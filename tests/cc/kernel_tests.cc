@@ -659,6 +659,27 @@ KERNEL_TEST(Concat_EveryAxis_VsReference) {
     }
 }
 
+// Larger outputs under concurrent runs: empty inputs, a single outer slab (a batch-1 blocked
+// concat along channels) and several outer slabs split over the pool.
+KERNEL_TEST(Concat_Large_VsReference) {
+  uint32_t seed = 950;
+  for (DType t : {F32, F16, U8})
+    for (const std::vector<Shape>& shapes :
+         {std::vector<Shape>{{1, 40, 13, 17, 8}, {1, 0, 13, 17, 8}, {1, 4, 13, 17, 8}, {1, 57, 13, 17, 8}},
+          std::vector<Shape>{{3, 5, 999}, {3, 1, 999}, {3, 11, 999}}}) {
+      std::vector<std::vector<double>> xs;
+      KernelTester c("Concat");
+      c.Attr("axis", 1);
+      for (const Shape& s : shapes) {
+        xs.push_back(RandomInts(NumElements(s), 0, 200, seed++));
+        c.AddInput(t, s, xs.back());
+      }
+      Shape out;
+      const auto y = RefConcat(xs, shapes, 1, &out);
+      c.AddOutput(t, out, y).Concurrently(2, 2).Run();
+    }
+}
+
 KERNEL_TEST(Concat_Errors) {
   KernelTester("Concat")
       .Attr("axis", 0)

@@ -397,6 +397,9 @@ KERNEL_TEST(NchwcMaxPool_EveryPath_Float32AndFloat16_VsNaive) {
       {1, 8, 5, 6, 3, 3, 1, 1, 2, 2, 2, 2, false},
       {1, 16, 12, 12, 3, 3, 2, 2, 1, 1, 1, 1, false, true},  // ResNet's stem: Pad(0) + MaxPool 3x3/2
       {2, 8, 5, 6, 3, 3, 1, 1, 2, 0, 1, 2, false, true},     // windows wholly in the pads: 0
+      {1, 8, 5, 150, 3, 3, 1, 1, 1, 1, 1, 1, false},          // two-pass rows over several pieces
+      {1, 8, 6, 70, 5, 5, 1, 1, 2, 2, 2, 2, false, true},     // a 5-wide two-pass window, zero pads
+      {1, 8, 4, 40, 2, 17, 1, 1, 0, 0, 0, 0, false},          // wider than the two-pass buffer: direct
   };
   uint32_t seed = 14000;
   ForEachSimdPath([&] {
@@ -460,6 +463,10 @@ KERNEL_TEST(NchwcAveragePool_EveryPath_Float32AndFloat16_VsNaive) {
       {1, 8, 7, 8, 3, 2, 2, 2, 1, 1, 1, 0, 1, 1, true, true},     // ... and counts only the padded input
       {2, 8, 5, 6, 3, 3, 1, 1, 1, 1, 2, 0, 1, 2, false, true},    // windows wholly in the pads
       {1, 8, 9, 9, 2, 3, 1, 2, 2, 2, 1, 1, 1, 1, false, true},    // dilations
+      {1, 8, 5, 150, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, false}, // two-pass rows over several pieces
+      {1, 8, 9, 70, 3, 5, 1, 1, 2, 1, 2, 2, 2, 2, false, true},   // two-pass, 5 wide, dilated rows
+      {2, 8, 8, 8, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, true, false},    // ceil_mode at stride 1 (no extra column)
+      {1, 8, 4, 40, 2, 17, 1, 1, 1, 1, 0, 8, 0, 8, false, false}, // wider than the two-pass buffer: direct
   };
   uint32_t seed = 16000;
   ForEachSimdPath([&] {

@@ -5,7 +5,8 @@
 // float32, float16 (widened a piece at a time in L1 and reduced by the float32 loops in the same
 // order, so the float32 kernel's result rounded once), float64, int32, int64; Max/Min also
 // int8/uint8/bool; LogSumExp float16 via the float32 kernel. Sums accumulate in
-// double, Max/Min in the element type (exact for int64). An empty reduction gives the op's
+// double (the blocked per-channel Sum/Mean of float32 in float32 batches of 64 pixels first,
+// AddBlockedRuns), Max/Min in the element type (exact for int64). An empty reduction gives the op's
 // identity (0, 1, -inf for Max/LogSumExp, +inf for Min; NaN for Mean).
 //
 // The input is walked once in memory order with a BroadcastPlan whose operand is the output
@@ -92,6 +93,42 @@ struct MinOp {
   Acc step(Acc a, T x) const { return x < a || x != x ? x : a; }
   T finish(Acc a, int64_t) const { return a; }
 };
+
+// The blocked layout's lanes: [N, C/8, H, W, 8] reduced over H and W (the squeeze-and-excite
+// means) is rows of runs of 8 into the same 8 outputs.
+constexpr int64_t kBlockLanes = 8;
+// Runs of 8 summed in float32 before their total goes into the double accumulators: one float16
+// piece, so a float16 input (widened a piece at a time) takes the same steps as float32.
+constexpr int64_t kFloatBatchRuns = kHalfPiece / kBlockLanes;
+
+// acc[0..8) += the sums of lanes 0..7 over `runs` consecutive runs of 8 floats. Four 8-float
+// vector partial sums so the additions overlap (the build's baseline lowers each to two SSE
+// registers, fast enough for data the producer just left in cache); a batch of at most
+// kFloatBatchRuns runs is summed in float32 (an error of a few float32 ulps of the batch's
+// magnitude), the batches in double.
+inline void AddBlockedRuns(const float* x, int64_t runs, double* acc) {
+  typedef float F8 __attribute__((vector_size(32)));
+  auto load = [](const float* p) {
+    F8 v;
+    __builtin_memcpy(&v, p, sizeof(v));  // unaligned
+    return v;
+  };
+  for (int64_t j0 = 0; j0 < runs; j0 += kFloatBatchRuns) {
+    const int64_t m = std::min(kFloatBatchRuns, runs - j0);
+    const float* p = x + j0 * kBlockLanes;
+    F8 s0{}, s1{}, s2{}, s3{};
+    int64_t j = 0;
+    for (; j + 4 <= m; j += 4, p += 4 * kBlockLanes) {
+      s0 += load(p);
+      s1 += load(p + kBlockLanes);
+      s2 += load(p + 2 * kBlockLanes);
+      s3 += load(p + 3 * kBlockLanes);
+    }
+    for (; j < m; ++j, p += kBlockLanes) s0 += load(p);
+    const F8 t = (s0 + s1) + (s2 + s3);
+    for (int i = 0; i < kBlockLanes; ++i) acc[i] += static_cast<double>(t[i]);
+  }
+}
 
 // T: the stored element type; Op works on V = T, or float for float16 (T = uint16_t), whose
 // elements are widened a piece at a time into `piece` buffers before the loops read them.
@@ -207,6 +244,9 @@ class ReduceKernel final : public Kernel {
       Acc local[kShortRun];
       std::copy(acc + off[0], acc + off[0] + run, local);
       auto add_runs = [&](const V* xr, int64_t runs) {
+        if constexpr (kPlainFloatSum) {
+          if (run == kBlockLanes) return AddBlockedRuns(xr, runs, local);
+        }
         for (int64_t j = 0; j < runs; ++j, xr += run)
           for (int64_t i = 0; i < run; ++i) local[i] = op.step(local[i], xr[i]);
       };
@@ -225,6 +265,10 @@ class ReduceKernel final : public Kernel {
   }
 
   static constexpr int64_t kShortRun = 64;
+  // Sum and Mean of float32 (or widened float16) elements: the blocked layout's runs of 8 take
+  // AddBlockedRuns' vector loop.
+  static constexpr bool kPlainFloatSum =
+      std::is_same_v<V, float> && (std::is_same_v<Op, SumOp<float>> || std::is_same_v<Op, MeanOp<float>>);
   const BroadcastPlan<1> plan_;
   const int64_t out_numel_, count_;
   BroadcastPlan<1> rows_;  // plan_ without its innermost level, when its runs are short, kept and contiguous
