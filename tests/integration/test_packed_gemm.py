@@ -3,7 +3,7 @@ encoder block against onnxruntime: the dense layers (fused QKV projection with i
 attention output + bias + residual, the feed-forward pair with Gelu) with their weights packed
 once, attention's batched products of two activations (scores, context) packed per run; and a
 ConvNeXt-style pointwise pair on an NHWC activation (K = 96 up, whose float16 form takes the
-packed GEMM by default; K = 1536 down, deep enough to narrow the GEMM's column blocks).
+packed GEMM by default; K = 1536 down: three K blocks, accumulated in C).
 float32 and float16, packed and OpenBLAS (TF_POPEF_GEMM, read at prepare), and the portable and
 AVX2 paths at 1 pool thread in new processes (TF_POPEF_SIMD and TF_POPEF_NUM_THREADS are read
 once per process)."""

@@ -15,19 +15,6 @@ namespace {
 
 constexpr int64_t kMaxTileRows = 8;  // the most rows of any build's tile (stack buffers)
 
-// The packed B of one column block (K × columns floats) that a thread's strips share should stay
-// in its core's L2 (1 MiB on Zen 4, 2 MiB on recent Intel cores), with room left for the A
-// strips and C: with K = 1024 and more (BERT's and ConvNeXt's second FFN layers) a block of
-// 256 columns alone fills 1 MiB, and every strip would stream it from L3 again.
-constexpr int64_t kBlockBytesInL2 = int64_t{512} << 10;
-
-// Columns per block: up to kPackedGemmBlockColumns, fewer when K is deep, whole panels, at
-// least one panel.
-int64_t BlockColumns(const PackedLayout& b) {
-  const int64_t fit = kBlockBytesInL2 / (b.k * static_cast<int64_t>(sizeof(float))) / b.panel_width * b.panel_width;
-  return std::clamp<int64_t>(fit, b.panel_width, kPackedGemmBlockColumns / b.panel_width * b.panel_width);
-}
-
 inline float ToFloat(float v) { return v; }
 inline float ToFloat(uint16_t v) { return HalfToFloat(v); }
 
@@ -70,7 +57,7 @@ void RunPackedGemm(const PackedGemmTileFns& tiles, const PackedGemmArgs<T>& args
   const PackedLayout& b = args.b;
   const int64_t m = args.m, n = b.n, k = b.k, rows = tiles.rows;
   const int64_t strips = (m + rows - 1) / rows;
-  const int64_t block_columns = BlockColumns(b);
+  const int64_t block_columns = kPackedGemmBlockColumns;
   const int64_t blocks = (n + block_columns - 1) / block_columns;
   const bool finish = args.bias != nullptr || args.sum != nullptr || !args.epilogue.is_identity();
 
