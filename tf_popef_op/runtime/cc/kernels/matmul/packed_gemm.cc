@@ -1,7 +1,6 @@
 #include "tf_popef_op/runtime/cc/kernels/matmul/packed_gemm.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <type_traits>
@@ -57,106 +56,92 @@ void RunPackedGemm(const PackedGemmTileFns& tiles, const PackedGemmArgs<T>& args
   const PackedLayout& b = args.b;
   const int64_t m = args.m, n = b.n, k = b.k, rows = tiles.rows;
   const int64_t strips = (m + rows - 1) / rows;
-  const int64_t block_columns = kPackedGemmBlockColumns;
-  const int64_t blocks = (n + block_columns - 1) / block_columns;
+  const int64_t blocks = (n + kPackedGemmBlockColumns - 1) / kPackedGemmBlockColumns;
   const bool finish = args.bias != nullptr || args.sum != nullptr || !args.epilogue.is_identity();
 
-  // A thread's buffers, reused over the units it runs.
-  struct Buffers {
+  // Unit u: product u / (blocks·strips), then column block, then row strip (consecutive units
+  // of a thread share the column block's packed B).
+  auto run_units = [&](int64_t u0, int64_t u1) {
     alignas(64) float a_strip[kHalf ? kMaxTileRows * kPackedGemmBlockDepth : 1];  // float16 A, widened
     alignas(64) float c_strip[kHalf ? kMaxTileRows * kPackedGemmBlockColumns : 1];  // float16 C
     alignas(64) float bias_block[kPackedGemmBlockColumns];
     alignas(64) float sum_row[kHalf ? kPackedGemmBlockColumns : 1];
     int64_t bias_block_at = -1;
-  };
-  // Unit u: product u / (blocks·strips), then column block, then row strip (consecutive units
-  // share the column block's packed B).
-  auto run_unit = [&](int64_t u, Buffers& buf) {
-    const int64_t batch = u / (blocks * strips), in_batch = u % (blocks * strips);
-    const int64_t c0 = in_batch / strips * block_columns, r0 = in_batch % strips * rows;
-    const int64_t cols = std::min(block_columns, n - c0), nr = std::min(rows, m - r0);
-    const T* a_rows = args.a + batch * args.a_batch_stride + r0 * args.lda;
-    const float* panels = args.b_data + batch * b.floats();
-    const int64_t c_at = batch * args.c_batch_stride + r0 * args.ldc + c0;  // of C's and sum's first element
-    float* dst;
-    int64_t ldd;
-    if constexpr (kHalf) {
-      dst = buf.c_strip;
-      ldd = kPackedGemmBlockColumns;
-    } else {
-      dst = args.c + c_at;
-      ldd = args.ldc;
-    }
-    for (int64_t p0 = 0; p0 < k; p0 += kPackedGemmBlockDepth) {
-      const int64_t depth = std::min(kPackedGemmBlockDepth, k - p0);
-      const float* a;
-      int64_t lda;
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t batch = u / (blocks * strips), in_batch = u % (blocks * strips);
+      const int64_t c0 = in_batch / strips * kPackedGemmBlockColumns, r0 = in_batch % strips * rows;
+      const int64_t cols = std::min(kPackedGemmBlockColumns, n - c0), nr = std::min(rows, m - r0);
+      const T* a_rows = args.a + batch * args.a_batch_stride + r0 * args.lda;
+      const float* panels = args.b_data + batch * b.floats();
+      const int64_t c_at = batch * args.c_batch_stride + r0 * args.ldc + c0;  // of C's and sum's first element
+      float* dst;
+      int64_t ldd;
       if constexpr (kHalf) {
-        for (int64_t r = 0; r < nr; ++r)
-          WidenHalfToFloat(a_rows + r * args.lda + p0, buf.a_strip + r * kPackedGemmBlockDepth, depth);
-        a = buf.a_strip;
-        lda = kPackedGemmBlockDepth;
+        dst = c_strip;
+        ldd = kPackedGemmBlockColumns;
       } else {
-        a = a_rows + p0;
-        lda = args.lda;
+        dst = args.c + c_at;
+        ldd = args.ldc;
       }
-      for (int64_t j0 = c0; j0 < c0 + cols; j0 += b.panel_width) {
-        const int64_t width = b.stored_width(j0);
-        tiles.tile(nr, std::min(width, n - j0), depth, a, lda, panels + j0 * k + p0 * width, width,
-                   dst + (j0 - c0), ldd, p0 > 0);
-      }
-    }
-    if (!finish && !kHalf) return;
-    const float* bias = nullptr;
-    if constexpr (!kHalf)
-      if (args.bias != nullptr && args.bias_scale == 1.0f) bias = args.bias + c0;
-    if (args.bias != nullptr && bias == nullptr) {  // widened or scaled once per column block
-      if (buf.bias_block_at != c0)
-        for (int64_t j = 0; j < cols; ++j) buf.bias_block[j] = args.bias_scale * ToFloat(args.bias[c0 + j]);
-      buf.bias_block_at = c0;
-      bias = buf.bias_block;
-    }
-    for (int64_t r = 0; r < nr; ++r) {
-      float* row = dst + r * ldd;
-      if (finish) {
-        const float* sum = nullptr;
-        if (args.sum != nullptr) {
-          const T* s = args.sum + c_at + r * args.ldc;
-          if constexpr (kHalf) {
-            WidenHalfToFloat(s, buf.sum_row, cols);
-            sum = buf.sum_row;
-          } else {
-            sum = s;
-          }
+      for (int64_t p0 = 0; p0 < k; p0 += kPackedGemmBlockDepth) {
+        const int64_t depth = std::min(kPackedGemmBlockDepth, k - p0);
+        const float* a;
+        int64_t lda;
+        if constexpr (kHalf) {
+          for (int64_t r = 0; r < nr; ++r)
+            WidenHalfToFloat(a_rows + r * args.lda + p0, a_strip + r * kPackedGemmBlockDepth, depth);
+          a = a_strip;
+          lda = kPackedGemmBlockDepth;
+        } else {
+          a = a_rows + p0;
+          lda = args.lda;
         }
-        args.epilogue.Apply(row, cols, 0.0f, bias, sum);
+        for (int64_t j0 = c0; j0 < c0 + cols; j0 += b.panel_width) {
+          const int64_t width = b.stored_width(j0);
+          tiles.tile(nr, std::min(width, n - j0), depth, a, lda, panels + j0 * k + p0 * width, width,
+                     dst + (j0 - c0), ldd, p0 > 0);
+        }
       }
-      if constexpr (kHalf) NarrowFloatToHalf(row, args.c + c_at + r * args.ldc, cols);
+      if (!finish && !kHalf) continue;
+      const float* bias = nullptr;
+      if constexpr (!kHalf)
+        if (args.bias != nullptr && args.bias_scale == 1.0f) bias = args.bias + c0;
+      if (args.bias != nullptr && bias == nullptr) {  // widened or scaled once per column block
+        if (bias_block_at != c0)
+          for (int64_t j = 0; j < cols; ++j) bias_block[j] = args.bias_scale * ToFloat(args.bias[c0 + j]);
+        bias_block_at = c0;
+        bias = bias_block;
+      }
+      for (int64_t r = 0; r < nr; ++r) {
+        float* row = dst + r * ldd;
+        if (finish) {
+          const float* sum = nullptr;
+          if (args.sum != nullptr) {
+            const T* s = args.sum + c_at + r * args.ldc;
+            if constexpr (kHalf) {
+              WidenHalfToFloat(s, sum_row, cols);
+              sum = sum_row;
+            } else {
+              sum = s;
+            }
+          }
+          args.epilogue.Apply(row, cols, 0.0f, bias, sum);
+        }
+        if constexpr (kHalf) NarrowFloatToHalf(row, args.c + c_at + r * args.ldc, cols);
+      }
     }
   };
-
   const int64_t units = args.batches * blocks * strips;
-  // A unit is 2·rows·K·block_columns flops (less at the edges); a thread takes at least 2^18 at
-  // a time (thread_pool.h).
-  constexpr int64_t kMinFlopsPerTake = int64_t{1} << 18;
-  const int64_t unit_flops = 2 * rows * k * std::min(n, block_columns);
-  const int64_t grain = std::max<int64_t>(1, kMinFlopsPerTake / unit_flops);
+  // A unit is 2·rows·K·min(N, 256) flops (less at the edges); chunks of at least 2^18 are
+  // worth handing to another thread (thread_pool.h).
+  constexpr int64_t kMinFlopsPerChunk = int64_t{1} << 18;
+  const int64_t unit_flops = 2 * rows * k * std::min(n, kPackedGemmBlockColumns);
+  const int64_t grain = std::max<int64_t>(1, kMinFlopsPerChunk / unit_flops);
   if (units <= grain || pool.num_threads() == 1) {
-    Buffers buf;
-    for (int64_t u = 0; u < units; ++u) run_unit(u, buf);
+    run_units(0, units);
     return;
   }
-  // Every thread takes `grain` units at a time from one counter until none are left, so the
-  // threads finish together however the strips fall (a batch-1 layer of 128 rows is 22 strips
-  // per column block: ParallelFor's few fixed chunks per thread would leave one idle for up to
-  // a chunk).
-  std::atomic<int64_t> next{0};
-  auto take_units = [&](int64_t, int64_t, int64_t) {
-    Buffers buf;
-    for (int64_t u0; (u0 = next.fetch_add(grain, std::memory_order_relaxed)) < units;)
-      for (int64_t u = u0; u < std::min(units, u0 + grain); ++u) run_unit(u, buf);
-  };
-  pool.ParallelForChunks(pool.num_threads(), 1, std::function<void(int64_t, int64_t, int64_t)>(std::ref(take_units)));
+  pool.ParallelFor(units, grain, std::function<void(int64_t, int64_t)>(std::ref(run_units)));
 }
 
 template void RunPackedGemm<float>(const PackedGemmTileFns&, const PackedGemmArgs<float>&, ThreadPool&);

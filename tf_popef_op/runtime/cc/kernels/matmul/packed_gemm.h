@@ -9,11 +9,10 @@
 // nearest even, after the epilogue, so a float16 GEMM computes in float32 and rounds once, as
 // the float16 adapter would, without widening whole tensors.
 //
-// Work: C is cut into units of one strip of `rows` rows × one block of up to
-// kPackedGemmBlockColumns columns, which the intra-op pool's threads take from one counter (a
-// batch-1 dense layer keeps both cores busy: M = 128 rows are 22 strips). Within a unit, K is
-// cut into blocks of kPackedGemmBlockDepth so the A strip stays in L1 while it meets every
-// panel of the column block, whose packed B stays in L2.
+// Work: C is cut into strips of `rows` rows × blocks of up to kPackedGemmBlockColumns columns,
+// spread over the intra-op pool (a batch-1 dense layer keeps both cores busy: M = 128 rows are
+// 22 strips). Within a unit, K is cut into blocks of kPackedGemmBlockDepth so the A strip stays
+// in L1 while it meets every panel of the column block, whose packed B stays in L2.
 #pragma once
 
 #include <cstdint>
