@@ -1,7 +1,9 @@
 """The packed GEMM (tf_popef_op/runtime/cc/kernels/matmul/packed_gemm.h) in a small transformer
 encoder block against onnxruntime: the dense layers (fused QKV projection with its bias,
 attention output + bias + residual, the feed-forward pair with Gelu) with their weights packed
-once, attention's batched products of two activations (scores, context) packed per run.
+once, attention's batched products of two activations (scores, context) packed per run; and a
+ConvNeXt-style pointwise pair on an NHWC activation (K = 96 up, whose float16 form takes the
+packed GEMM by default; K = 1536 down: three K blocks, accumulated in C).
 float32 and float16, packed and OpenBLAS (TF_POPEF_GEMM, read at prepare), and the portable and
 AVX2 paths at 1 pool thread in new processes (TF_POPEF_SIMD and TF_POPEF_NUM_THREADS are read
 once per process)."""
@@ -68,6 +70,28 @@ def _feeds():
     return {"X": np.random.default_rng(1).standard_normal((BATCH, SEQ, HIDDEN)).astype(np.float32)}
 
 
+POINTWISE_SHAPE, POINTWISE_IN, POINTWISE_HIDDEN, POINTWISE_OUT = (2, 5, 7, 96), 96, 1536, 200
+
+
+def pointwise_pair(seed=0):
+    """X[N, H, W, 96] -> MatMul 96x1536 + bias -> Gelu -> MatMul 1536x200 + bias, opset 20."""
+    rng = np.random.default_rng(seed)
+
+    def init(name, *shape, scale=1.0):
+        return numpy_helper.from_array((scale * rng.standard_normal(shape)).astype(np.float32), name)
+
+    inits = [init("W1", POINTWISE_IN, POINTWISE_HIDDEN, scale=POINTWISE_IN ** -0.5),
+             init("B1", POINTWISE_HIDDEN, scale=0.1),
+             init("W2", POINTWISE_HIDDEN, POINTWISE_OUT, scale=POINTWISE_HIDDEN ** -0.5),
+             init("B2", POINTWISE_OUT, scale=0.1)]
+    n = helper.make_node
+    nodes = [n("MatMul", ["X", "W1"], ["up_mm"]), n("Add", ["up_mm", "B1"], ["up"]), n("Gelu", ["up"], ["gelu"]),
+             n("MatMul", ["gelu", "W2"], ["down_mm"]), n("Add", ["down_mm", "B2"], ["Y"])]
+    graph = helper.make_graph(nodes, "pointwise_pair", [helper.make_tensor_value_info("X", F, POINTWISE_SHAPE)],
+                              [helper.make_tensor_value_info("Y", F, (*POINTWISE_SHAPE[:3], POINTWISE_OUT))], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+
+
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
 @pytest.mark.parametrize("gemm", ["packed", "blas"])
 def test_encoder_block_vs_onnxruntime(monkeypatch, precision, gemm):
@@ -75,6 +99,17 @@ def test_encoder_block_vs_onnxruntime(monkeypatch, precision, gemm):
     model = encoder_block()
     want = run_onnxruntime(model, _feeds())["Y"]
     got = compile_and_run(model, _feeds(), precision=precision)["Y"].astype(np.float32)
+    np.testing.assert_allclose(got, want, **TOLERANCE[precision])
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+@pytest.mark.parametrize("gemm", ["auto", "packed", "blas"])
+def test_pointwise_pair_vs_onnxruntime(monkeypatch, precision, gemm):
+    monkeypatch.setenv("TF_POPEF_GEMM", gemm)
+    model = pointwise_pair()
+    feeds = {"X": np.random.default_rng(2).standard_normal(POINTWISE_SHAPE).astype(np.float32)}
+    want = run_onnxruntime(model, feeds)["Y"]
+    got = compile_and_run(model, feeds, precision=precision)["Y"].astype(np.float32)
     np.testing.assert_allclose(got, want, **TOLERANCE[precision])
 
 

@@ -29,10 +29,12 @@ GemmChoice GemmChoiceFromEnvironment(const KernelSpec& spec) {
 }
 
 // TF_POPEF_GEMM=auto's rule, from the per-shape timings of docs/benchmarks.md ("Packed GEMM"):
-// a weight B with K >= 128 (0.5-0.95x OpenBLAS's time; K = 96 measured 1.1-1.2x), not an
-// activation B (attention's products measured 1.0-1.3x: OpenBLAS's own packing is as good).
-bool PackedIsFaster(const PackedGemmStep& step, bool b_is_weight) {
-  return vmath::UsesAvx2(vmath::ActivePath()) && b_is_weight && step.k >= 128 && step.n >= 2;
+// a weight B with K >= 128 (0.5-0.95x OpenBLAS's time), or any K in float16 (OpenBLAS runs
+// behind the float16 adapter, which widens A and narrows Y through whole-tensor buffers:
+// ConvNeXt's K = 96 layer measured on par at 784 rows and 0.9x at 25088); not an activation B
+// (attention's products measured 1.0-1.3x: OpenBLAS's own packing is as good).
+bool PackedIsFaster(const PackedGemmStep& step, bool b_is_weight, bool float16) {
+  return vmath::UsesAvx2(vmath::ActivePath()) && b_is_weight && (step.k >= 128 || float16) && step.n >= 2;
 }
 
 // T: float, or uint16_t for a float16 step.
@@ -105,8 +107,9 @@ std::unique_ptr<Kernel> MaybeCreatePackedGemm(const KernelSpec& spec, const Pack
   if (choice == GemmChoice::kBlas) return nullptr;
   if (step.m <= 0 || step.n <= 0 || step.k <= 0 || step.batches <= 0) return nullptr;
   const bool b_is_weight = spec.constant_inputs.size() > 1 && spec.constant_inputs[1];
-  if (choice == GemmChoice::kAuto && !PackedIsFaster(step, b_is_weight)) return nullptr;
-  if (spec.inputs[0].dtype == DType::kFloat16) return std::make_unique<PackedGemmKernel<uint16_t>>(step, b_is_weight);
+  const bool float16 = spec.inputs[0].dtype == DType::kFloat16;
+  if (choice == GemmChoice::kAuto && !PackedIsFaster(step, b_is_weight, float16)) return nullptr;
+  if (float16) return std::make_unique<PackedGemmKernel<uint16_t>>(step, b_is_weight);
   return std::make_unique<PackedGemmKernel<float>>(step, b_is_weight);
 }
 
