@@ -34,6 +34,14 @@ def compile_and_run(model: onnx.ModelProto, inputs: dict, precision: str = "fp32
     return runner.execute(feed)
 
 
+def run_with_profile(model: onnx.ModelProto, x: np.ndarray, precision: str = "fp32", options=None):
+    """Y of a model with input X and output Y, compiled at `precision` (x cast to it), as float32,
+    and the op of every step that ran, in order (to check which kernels a case reached)."""
+    converted = Converter(precision=precision).convert(model)
+    runner = ModelRunner(Compiler.compile(converted, options=options), RuntimeConfig(profile=True))
+    got = runner.execute({"X": x.astype(np.float16) if precision == "fp16" else x})["Y"].astype(np.float32)
+    return got, [row["op"] for row in runner.profile()]
+
 def conv_attributes_and_output(x_shape, window, out_channels: int, attrs: dict):
     """Conv attributes with explicit pads/strides/dilations (defaults filled in) and the output
     shape [N, out_channels, spatial...] they give for input `x_shape` and kernel `window`."""

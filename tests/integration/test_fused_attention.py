@@ -11,11 +11,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from e2e_helpers import assert_matches_fp32_reference, check_every_case_in_new_process, run_onnxruntime
-
-from compiler import Compiler
-from compiler.converter import Converter
-from tf_popef_op.runtime import ModelRunner, RuntimeConfig
+from e2e_helpers import assert_matches_fp32_reference, check_every_case_in_new_process, run_onnxruntime, run_with_profile
 
 F = TensorProto.FLOAT
 # name: (batch, tokens, heads, head size, blocks)
@@ -69,10 +65,7 @@ def check_case(name, precision):
     model = encoder_blocks(batch, tokens, heads, d, blocks)
     x = np.random.default_rng(1).standard_normal((batch, tokens, heads * d)).astype(np.float32)
     want = run_onnxruntime(model, {"X": x})["Y"]
-    converted = Converter(precision=precision).convert(model)
-    runner = ModelRunner(Compiler.compile(converted), RuntimeConfig(profile=True))
-    got = runner.execute({"X": x.astype(np.float16) if precision == "fp16" else x})["Y"].astype(np.float32)
-    ops = [row["op"] for row in runner.profile()]
+    got, ops = run_with_profile(model, x, precision)
     assert ops.count("FusedAttention") == blocks and "Softmax" not in ops and "Transpose" not in ops, f"{name}: {ops}"
     assert_matches_fp32_reference(got, want, precision, name, atol=1e-4 * float(np.abs(want).max()))
 

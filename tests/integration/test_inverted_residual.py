@@ -11,12 +11,9 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from e2e_helpers import assert_matches_fp32_reference, check_every_case_in_new_process, run_onnxruntime
+from e2e_helpers import assert_matches_fp32_reference, check_every_case_in_new_process, run_onnxruntime, run_with_profile
 
-from compiler import Compiler
-from compiler.converter import Converter
 from compiler.options import CompilerOptions
-from tf_popef_op.runtime import ModelRunner, RuntimeConfig
 
 F = TensorProto.FLOAT
 # name: (x shape [N, C, H, W], blocks of (expansion t, output channels, stride, depthwise pads))
@@ -67,11 +64,7 @@ def check_case(name, precision):
     model = mobilenet_blocks(x_shape, blocks)
     x = np.random.default_rng(1).standard_normal(x_shape).astype(np.float32)
     want = run_onnxruntime(model, {"X": x})["Y"]
-    converted = Converter(precision=precision).convert(model)
-    runner = ModelRunner(Compiler.compile(converted, options=CompilerOptions(inverted_residual="all")),
-                         RuntimeConfig(profile=True))
-    got = runner.execute({"X": x.astype(np.float16) if precision == "fp16" else x})["Y"].astype(np.float32)
-    ops = [row["op"] for row in runner.profile()]
+    got, ops = run_with_profile(model, x, precision, CompilerOptions(inverted_residual="all"))
     assert ops.count("NchwcInvertedResidual") == len(blocks) and "NchwcConv" not in ops, f"{name}: {ops}"
     assert_matches_fp32_reference(got, want, precision, name, atol=1e-4 * float(np.abs(want).max()))
 

@@ -14,12 +14,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from e2e_helpers import (assert_matches_fp32_reference, check_every_case_in_new_process, conv_attributes_and_output,
-                         run_onnxruntime)
+                         run_onnxruntime, run_with_profile)
 
-from compiler import Compiler
-from compiler.converter import Converter
 from compiler.options import CompilerOptions
-from tf_popef_op.runtime import ModelRunner, RuntimeConfig
 
 F = TensorProto.FLOAT
 
@@ -73,14 +70,9 @@ def check_case(name, precision):
     model = inverted_residual(x_shape, k, stride, pads, activation)
     x = np.random.default_rng(1).standard_normal(x_shape).astype(np.float32)
     want = run_onnxruntime(model, {"X": x})["Y"]
-    converted = Converter(precision=precision).convert(model)
-    runner = ModelRunner(Compiler.compile(converted, options=CompilerOptions(inverted_residual="off")),
-                         RuntimeConfig(profile=True))
-    feed = x.astype(np.float16) if precision == "fp16" else x
-    got = runner.execute({"X": feed})["Y"].astype(np.float32)
+    got, ops = run_with_profile(model, x, precision, CompilerOptions(inverted_residual="off"))
     # Every convolution ran blocked (the depthwise one included): no NCHW convolution kernel.
-    ops = {row["op"] for row in runner.profile()}
-    assert "NchwcConv" in ops and not ops & {"Conv", "FusedConv"}, f"{name}: {sorted(ops)}"
+    assert "NchwcConv" in ops and not set(ops) & {"Conv", "FusedConv"}, f"{name}: {sorted(ops)}"
     assert_matches_fp32_reference(got, want, precision, name)
 
 

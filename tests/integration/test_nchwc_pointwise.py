@@ -12,11 +12,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from e2e_helpers import assert_matches_fp32_reference, check_every_case_in_new_process, run_onnxruntime
-
-from compiler import Compiler
-from compiler.converter import Converter
-from tf_popef_op.runtime import ModelRunner, RuntimeConfig
+from e2e_helpers import assert_matches_fp32_reference, check_every_case_in_new_process, run_onnxruntime, run_with_profile
 
 F = TensorProto.FLOAT
 
@@ -66,12 +62,9 @@ def check_case(name, precision):
     model = pointwise_chain(x_shape, m, strides)
     x = np.random.default_rng(1).standard_normal(x_shape).astype(np.float32)
     want = run_onnxruntime(model, {"X": x})["Y"]
-    runner = ModelRunner(Compiler.compile(Converter(precision=precision).convert(model)), RuntimeConfig(profile=True))
-    feed = x.astype(np.float16) if precision == "fp16" else x
-    got = runner.execute({"X": feed})["Y"].astype(np.float32)
+    got, ops = run_with_profile(model, x, precision)
     # Every convolution ran blocked: no NCHW convolution kernel.
-    ops = {row["op"] for row in runner.profile()}
-    assert "NchwcConv" in ops and not ops & {"Conv", "FusedConv"}, f"{name}: {sorted(ops)}"
+    assert "NchwcConv" in ops and not set(ops) & {"Conv", "FusedConv"}, f"{name}: {sorted(ops)}"
     assert_matches_fp32_reference(got, want, precision, name)
 
 

@@ -12,11 +12,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from e2e_helpers import assert_matches_fp32_reference, check_every_case_in_new_process, run_onnxruntime
-
-from compiler import Compiler
-from compiler.converter import Converter
-from tf_popef_op.runtime import ModelRunner, RuntimeConfig
+from e2e_helpers import assert_matches_fp32_reference, check_every_case_in_new_process, run_onnxruntime, run_with_profile
 
 F = TensorProto.FLOAT
 
@@ -80,9 +76,7 @@ def check_case(name, precision):
     model = squeeze_excite_block(*CASES[name])
     x = np.random.default_rng(1).standard_normal(CASES[name][0]).astype(np.float32)
     want = run_onnxruntime(model, {"X": x})["Y"]
-    runner = ModelRunner(Compiler.compile(Converter(precision=precision).convert(model)), RuntimeConfig(profile=True))
-    got = runner.execute({"X": x.astype(np.float16) if precision == "fp16" else x})["Y"].astype(np.float32)
-    ops = [row["op"] for row in runner.profile()]
+    got, ops = run_with_profile(model, x, precision)
     assert ops.count("NchwcConv") == 5 and ops.count("ToNchwc") == ops.count("FromNchwc") == 1, f"{name}: {ops}"
     assert not set(ops) & {"Conv", "FusedConv", "Reshape", "Squeeze"}, f"{name}: {ops}"
     assert_matches_fp32_reference(got, want, precision, name)
