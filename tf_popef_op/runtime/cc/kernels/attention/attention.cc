@@ -6,7 +6,7 @@
 //
 // Work items are (batch, head, block of query rows), threaded on the intra-op pool, so batch 1
 // keeps every core busy. Each chunk of items packs Kᵀ and V of its current (batch, head) into
-// the packed-GEMM panel layout (matmul/packed_gemm_tiles.h) once, in its scratch (L2-sized:
+// the packed-GEMM panel layout (support/packed_gemm_tiles.h) once, in its scratch (L2-sized:
 // 2·S·d floats); a block's scores [rows, Sk] stay in scratch (L1/L2), the softmax runs on them
 // with vector_math's Max/ExpShiftedSum, and P·V goes through the same register tiles straight
 // into Y, the 1/Σ normalization applied to the dv outputs of a row instead of its Sk
@@ -18,7 +18,7 @@
 #include <string>
 
 #include "tf_popef_op/runtime/cc/kernels/kernel_checks.h"
-#include "tf_popef_op/runtime/cc/kernels/matmul/packed_gemm_tiles.h"
+#include "tf_popef_op/runtime/cc/kernels/support/packed_gemm_tiles.h"
 #include "tf_popef_op/runtime/cc/kernels/support/fp16_convert.h"
 #include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
 #include "tf_popef_op/runtime/cc/kernels/support/vector_math.h"

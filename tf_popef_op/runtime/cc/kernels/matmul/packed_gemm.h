@@ -17,7 +17,7 @@
 
 #include <cstdint>
 
-#include "tf_popef_op/runtime/cc/kernels/matmul/packed_gemm_tiles.h"
+#include "tf_popef_op/runtime/cc/kernels/support/packed_gemm_tiles.h"
 #include "tf_popef_op/runtime/cc/kernels/support/epilogue.h"
 #include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
 

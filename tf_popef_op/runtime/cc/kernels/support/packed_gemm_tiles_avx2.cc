@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <utility>
 
-#include "tf_popef_op/runtime/cc/kernels/matmul/packed_gemm_tiles.h"
+#include "tf_popef_op/runtime/cc/kernels/support/packed_gemm_tiles.h"
 #include "tf_popef_op/runtime/cc/kernels/support/target_pragma.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -29,7 +29,7 @@ inline V VBroadcast(const float* p) { return _mm256_broadcast_ss(p); }
 inline V VFma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
 inline V VAdd(V a, V b) { return _mm256_add_ps(a, b); }
 
-#include "tf_popef_op/runtime/cc/kernels/matmul/packed_gemm_tiles.inc"
+#include "tf_popef_op/runtime/cc/kernels/support/packed_gemm_tiles.inc"
 
 }  // namespace
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <utility>
 
-#include "tf_popef_op/runtime/cc/kernels/matmul/packed_gemm_tiles.h"
+#include "tf_popef_op/runtime/cc/kernels/support/packed_gemm_tiles.h"
 #include "tf_popef_op/runtime/cc/kernels/support/vector_math.h"
 
 // The vector type is internal to this file, so the ABI note about passing it without AVX does
@@ -33,7 +33,7 @@ inline V VBroadcast(const float* p) { return V{} + *p; }
 inline V VFma(V a, V b, V c) { return a * b + c; }
 inline V VAdd(V a, V b) { return a + b; }
 
-#include "tf_popef_op/runtime/cc/kernels/matmul/packed_gemm_tiles.inc"
+#include "tf_popef_op/runtime/cc/kernels/support/packed_gemm_tiles.inc"
 
 }  // namespace
 
