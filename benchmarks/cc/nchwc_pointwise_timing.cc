@@ -10,7 +10,7 @@
 //   K=tf_popef_op/runtime/cc/kernels
 //   g++ -std=c++17 -O3 -I. -I$INC -pthread benchmarks/cc/nchwc_pointwise_timing.cc \
 //       $K/nchwc/nchwc_tiles_avx512.cc $K/support/vector_math.cc $K/support/vector_math_avx2.cc \
-//       $K/support/fp16_convert.cc $K/support/thread_pool.cc tf_popef_op/runtime/cc/base/error.cc -o pw_new
+//       $K/support/fp16_convert.cc $K/support/thread_pool.cc -o pw_new
 //   ./pw_new [batch=1] [reps=5] [f32|f16] [pass KB=128] [segment pixels=192] [item blocks=8] [layer|all]
 //       [balance=1] [subsample=1] [schedule T]
 #include <algorithm>
@@ -127,6 +127,18 @@ int main(int argc, char** argv) {
     e.bias = bias.data();
     e.in_register = NchwcEpilogue::InRegister::kRelu;
     const int64_t rows = batch * g.oh * segments, items = rows * groups;
+    // Work item i as NchwcConv orders them: (row segment, block group), block group outer when
+    // the weights are bigger than an image's input.
+    auto run_item = [&](int64_t i) {
+      const int64_t row = weights_outer ? i % rows : i / groups, grp = weights_outer ? i / rows : i % groups;
+      const int64_t seg = row % segments, oy = (row / segments) % g.oh, n = row / (segments * g.oh);
+      const int64_t ox0 = seg * segment, ox1 = std::min(g.ow, ox0 + segment);
+      const int64_t ob0 = grp * kItemBlocks, obn = std::min(kItemBlocks, g.out_blocks - ob0);
+      if (half)
+        tiles.conv_row_half(g, xh.data(), wh.data(), e, partial.data(), yh.data(), n, ob0, obn, oy, ox0, ox1);
+      else
+        tiles.conv_row(g, x.data(), w.data(), e, y.data(), y.data(), n, ob0, obn, oy, ox0, ox1);
+    };
     double best = 1e30;
     for (int r = 0; r < reps; ++r) {
       const auto t0 = std::chrono::steady_clock::now();
@@ -148,16 +160,7 @@ int main(int argc, char** argv) {
         else subsample(x.data());
       }
       ParallelFor(items, 1, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) {
-        const int64_t row = weights_outer ? i % rows : i / groups, grp = weights_outer ? i / rows : i % groups;
-        const int64_t seg = row % segments, oy = (row / segments) % g.oh, n = row / (segments * g.oh);
-        const int64_t ox0 = seg * segment, ox1 = std::min(g.ow, ox0 + segment);
-        const int64_t ob0 = grp * kItemBlocks, obn = std::min(kItemBlocks, g.out_blocks - ob0);
-        if (half)
-          tiles.conv_row_half(g, xh.data(), wh.data(), e, partial.data(), yh.data(), n, ob0, obn, oy, ox0, ox1);
-        else
-          tiles.conv_row(g, x.data(), w.data(), e, y.data(), y.data(), n, ob0, obn, oy, ox0, ox1);
-      }
+        for (int64_t i = i0; i < i1; ++i) run_item(i);
       });
       best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
@@ -166,14 +169,7 @@ int main(int argc, char** argv) {
       for (int r = 0; r < reps; ++r)
         for (int64_t i = 0; i < items; ++i) {
           const auto t0 = std::chrono::steady_clock::now();
-          const int64_t row = weights_outer ? i % rows : i / groups, grp = weights_outer ? i / rows : i % groups;
-          const int64_t seg = row % segments, oy = (row / segments) % g.oh, n = row / (segments * g.oh);
-          const int64_t ox0 = seg * segment, ox1 = std::min(g.ow, ox0 + segment);
-          const int64_t ob0 = grp * kItemBlocks, obn = std::min(kItemBlocks, g.out_blocks - ob0);
-          if (half)
-            tiles.conv_row_half(g, xh.data(), wh.data(), e, partial.data(), yh.data(), n, ob0, obn, oy, ox0, ox1);
-          else
-            tiles.conv_row(g, x.data(), w.data(), e, y.data(), y.data(), n, ob0, obn, oy, ox0, ox1);
+          run_item(i);
           item_s[i] = std::min(item_s[i], std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
         }
       const int64_t chunks = std::min<int64_t>(items, 4 * schedule_threads);
