@@ -6,18 +6,23 @@ executed layer). Op types differ where a runtime fuses (FusedConv = Conv + activ
 FusedMatMul, OpenVINO's Subgraph...), so compare classes, not names. Times are microseconds per
 run, averaged over `iters` profiled runs. Convolutions are classed by kind and kernel size,
 found from the node's weight shape in the model each runtime ran (onnxruntime reports the shapes;
-OpenVINO's layers are matched to the ONNX node they came from by name)."""
+OpenVINO's layers are matched to the ONNX node they came from by name).
+
+Each figure is the median over the profiled runs of that op's (or class's, or the whole run's)
+time in one run, after one warm-up run: a run disturbed by another process moves a mean of few
+runs by its whole excess, a median not at all."""
 import collections
 import copy
 import json
 import os
+import statistics
 import tempfile
-from typing import Dict, Optional
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
 from compiler.kernel_fusion.passes.per_channel_affine_to_depthwise_conv import NODE_SUFFIX as AFFINE_CONV_SUFFIX
-from op_classes import by_class, conv_kind, op_class
+from op_classes import conv_kind, op_class
 
 
 def conv_kinds(model) -> Dict[str, str]:
@@ -61,6 +66,23 @@ def _convs_by_kind(by_class_us: Dict[str, float]) -> Dict[str, float]:
     return {cls[len("Conv "):]: us for cls, us in by_class_us.items() if cls.startswith("Conv ")}
 
 
+def _median_of_runs(runs: List[List[Tuple[str, str, float]]]) -> Tuple[Dict[str, float], Dict[str, float]]:
+    """({op: µs}, {class: µs}), each the median over `runs` (one list of (op, class, µs) per
+    run; an op or class absent from a run counts 0 µs there), largest first."""
+    per_run_ops = [collections.Counter() for _ in runs]
+    per_run_classes = [collections.Counter() for _ in runs]
+    for ops, classes, run in zip(per_run_ops, per_run_classes, runs):
+        for op, cls, us in run:
+            ops[op] += us
+            classes[cls] += us
+
+    def median(counters):
+        keys = {k for c in counters for k in c}
+        out = collections.Counter({k: statistics.median(c[k] for c in counters) for k in keys})
+        return dict(out.most_common())
+    return median(per_run_ops), median(per_run_classes)
+
+
 def kind_of_step(node: str, kinds: Dict[str, str]) -> Optional[str]:
     """The conv kind of one of our steps: its node's in the converted model, or for the 1x1
     depthwise Conv a fusion pass makes of a per-channel affine (not in that model), that."""
@@ -77,20 +99,20 @@ def modelrunner_by_op(executable, x: np.ndarray, iters: int, model=None) -> Dict
     feed = {anchor.name: np.ascontiguousarray(x.astype(anchor.numpy_data_type()))}
     outs = {o.name: np.zeros(o.shape, o.numpy_data_type()) for o in runner.get_execute_outputs()}
     runner.execute(feed, outs)
-    runner.reset_profile()
-    for _ in range(iters):
-        runner.execute(feed, outs)
     kinds = conv_kinds(model) if model is not None else {}
-    by_op, classes = collections.Counter(), []
-    for e in runner.profile():
-        us = e["total_us"] / iters
-        by_op[e["op"]] += us
-        classes.append((op_class(e["op"], kind_of_step(e["node"], kinds)), us))
-    summary = runner.profile_summary()
-    runs = summary.get("runs") or iters
-    by_class_us = by_class(classes)
-    return {"by_op_us": dict(by_op.most_common()), "by_class_us": by_class_us, "run_us": summary["run_us"] / runs,
-            "dispatch_us": summary["dispatch_us"] / runs, "kernel_calls": summary["kernel_calls"] / runs,
+    runs, run_us, dispatch_us, kernel_calls = [], [], [], []
+    for _ in range(iters):
+        runner.reset_profile()
+        runner.execute(feed, outs)
+        runs.append([(e["op"], op_class(e["op"], kind_of_step(e["node"], kinds)), e["total_us"])
+                     for e in runner.profile()])
+        summary = runner.profile_summary()
+        run_us.append(summary["run_us"])
+        dispatch_us.append(summary["dispatch_us"])
+        kernel_calls.append(summary["kernel_calls"])
+    by_op_us, by_class_us = _median_of_runs(runs)
+    return {"by_op_us": by_op_us, "by_class_us": by_class_us, "run_us": statistics.median(run_us),
+            "dispatch_us": statistics.median(dispatch_us), "kernel_calls": statistics.median(kernel_calls),
             "conv_by_kind_us": _convs_by_kind(by_class_us)}
 
 
@@ -113,28 +135,29 @@ def onnxruntime_by_op(model, x: np.ndarray, threads: int, iters: int) -> Dict[st
             session.run(None, feed)
         with open(session.end_profiling()) as f:
             events = json.load(f)
-    by_op, classes = collections.Counter(), []
     runs = [e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"][1:]  # first = warm-up
     if not runs:
         return {"by_op_us": {}, "by_class_us": {}, "run_us": float("nan"), "conv_by_kind_us": {}}
-    first_timed = runs[0]["ts"]
+    per_run = [[] for _ in runs]
     for e in events:
-        if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time") and e["ts"] >= first_timed:
-            op, us = e["args"]["op_name"], e["dur"] / len(runs)
-            by_op[op] += us
-            shapes = [next(iter(t.values())) for t in e["args"].get("input_type_shape", [])]
-            # onnxruntime renames the nodes it rewrites (NCHWc...): classify by weight shape
-            kind = conv_kind(shapes[1]) if "Conv" in op and len(shapes) > 1 and len(shapes[1]) >= 3 else None
-            classes.append((op_class(op, kind), us))
-    by_class_us = by_class(classes)
-    return {"by_op_us": dict(by_op.most_common()), "by_class_us": by_class_us,
-            "run_us": sum(r["dur"] for r in runs) / len(runs), "conv_by_kind_us": _convs_by_kind(by_class_us)}
+        if not (e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time")):
+            continue
+        run = next((i for i, r in enumerate(runs) if r["ts"] <= e["ts"] <= r["ts"] + r["dur"]), None)
+        if run is None:
+            continue  # the warm-up run's
+        op = e["args"]["op_name"]
+        shapes = [next(iter(t.values())) for t in e["args"].get("input_type_shape", [])]
+        # onnxruntime renames the nodes it rewrites (NCHWc...): classify by weight shape
+        kind = conv_kind(shapes[1]) if "Conv" in op and len(shapes) > 1 and len(shapes[1]) >= 3 else None
+        per_run[run].append((op, op_class(op, kind), e["dur"]))
+    by_op_us, by_class_us = _median_of_runs(per_run)
+    return {"by_op_us": by_op_us, "by_class_us": by_class_us,
+            "run_us": statistics.median(r["dur"] for r in runs), "conv_by_kind_us": _convs_by_kind(by_class_us)}
 
 
 def openvino_by_op(onnx_path: str, model, x: np.ndarray, threads: int, iters: int) -> Dict[str, object]:
     """OpenVINO fp32 (openvino_peer.compiled_model with PERF_COUNT on) on the standard ONNX file
     at `onnx_path`; `model`: that file's ONNX model, for the conv kinds."""
-    import openvino as ov
     from openvino_peer import compiled_model
     compiled = compiled_model(onnx_path, threads, "fp32", profile=True)
     request = compiled.create_infer_request()
@@ -142,20 +165,32 @@ def openvino_by_op(onnx_path: str, model, x: np.ndarray, threads: int, iters: in
     feed = np.ascontiguousarray(x.astype(inp.get_element_type().to_dtype()))
     request.infer({0: feed})
     kinds = conv_kinds(model)
-    by_op, classes, run_us = collections.Counter(), [], 0.0
-    for _ in range(iters):
+    # The CPU plugin reports each layer's mean time over every inference of the request so far
+    # (integer µs), so one run's time is the difference of two running totals.
+    totals, run_us = [_openvino_layer_totals(request.get_profiling_info(), 1, kinds)], []
+    for k in range(2, iters + 2):
         request.infer({0: feed})
-        run_us += request.latency * 1e3 / iters  # ms of the last inference
-        for layer in request.get_profiling_info():
-            if layer.status != ov.ProfilingInfo.Status.EXECUTED:
-                continue  # fused into another layer, or a constant / parameter
-            us = layer.real_time.total_seconds() * 1e6 / iters
-            by_op[layer.node_type] += us
-            kind = None
-            if "Conv" in layer.node_type:
-                kind = kind_of_layer(layer.node_name, kinds) or ("depthwise (kernel unknown)"
-                                                                 if "_dw" in layer.exec_type else None)
-            classes.append((op_class(layer.node_type, kind), us))
-    by_class_us = by_class(classes)
-    return {"by_op_us": dict(by_op.most_common()), "by_class_us": by_class_us, "run_us": run_us,
+        run_us.append(request.latency * 1e3)  # ms of the last inference
+        totals.append(_openvino_layer_totals(request.get_profiling_info(), k, kinds))
+    runs = [[(op, cls, max(0.0, total - before.get(layer, (op, cls, 0.0))[2]))
+             for layer, (op, cls, total) in after.items()]
+            for before, after in zip(totals, totals[1:])]
+    by_op_us, by_class_us = _median_of_runs(runs)
+    return {"by_op_us": by_op_us, "by_class_us": by_class_us, "run_us": statistics.median(run_us),
             "conv_by_kind_us": _convs_by_kind(by_class_us)}
+
+
+def _openvino_layer_totals(layers, inferences: int, kinds: Dict[str, str]) -> Dict[str, Tuple[str, str, float]]:
+    """{layer: (op, class, µs over the request's `inferences` runs)} of the executed layers."""
+    import openvino as ov
+    out = {}
+    for layer in layers:
+        if layer.status != ov.ProfilingInfo.Status.EXECUTED:
+            continue  # fused into another layer, or a constant / parameter
+        kind = None
+        if "Conv" in layer.node_type:
+            kind = kind_of_layer(layer.node_name, kinds) or ("depthwise (kernel unknown)"
+                                                             if "_dw" in layer.exec_type else None)
+        out[layer.node_name] = (layer.node_type, op_class(layer.node_type, kind),
+                                layer.real_time.total_seconds() * 1e6 * inferences)
+    return out

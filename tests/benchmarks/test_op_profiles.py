@@ -1,0 +1,67 @@
+"""benchmarks/op_profiles.py: each runtime's per-op profile is the median over the profiled runs
+(one disturbed run does not move it), and all three profilers class a small Conv + AveragePool
+model's time the same way."""
+import os
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from compiler import Compiler
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                "benchmarks"))
+import op_profiles  # noqa: E402
+
+
+def test_a_disturbed_run_does_not_move_the_median():
+    runs = [[("Conv", "Conv 3x3", 100.0), ("Relu", "Elementwise", 5.0)],
+            [("Conv", "Conv 3x3", 900.0), ("Relu", "Elementwise", 5.0)],  # another process ran here
+            [("Conv", "Conv 3x3", 110.0), ("Conv", "Conv 3x3", 10.0)]]    # two Conv steps; Relu absent
+    by_op, by_class = op_profiles._median_of_runs(runs)
+    assert by_op == {"Conv": 120.0, "Relu": 5.0}
+    assert by_class == {"Conv 3x3": 120.0, "Elementwise": 5.0}
+    assert list(by_class) == ["Conv 3x3", "Elementwise"]  # largest first
+
+
+def conv_model():
+    w = np.random.default_rng(0).standard_normal((16, 8, 3, 3)).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["X", "W"], ["C"], pads=[1, 1, 1, 1], name="conv"),
+             helper.make_node("AveragePool", ["C"], ["Y"], kernel_shape=[2, 2], strides=[2, 2], name="pool")]
+    graph = helper.make_graph(nodes, "conv_pool", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 8, 32, 32])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [1, 16, 16, 16])],
+                              [numpy_helper.from_array(w, "W")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+@pytest.fixture(scope="module")
+def model_and_input(tmp_path_factory):
+    model = conv_model()
+    path = str(tmp_path_factory.mktemp("op_profiles") / "conv_pool.onnx")
+    onnx.save(model, path)
+    return model, path, np.random.default_rng(1).standard_normal((1, 8, 32, 32)).astype(np.float32)
+
+
+def check(profile):
+    assert profile["run_us"] > 0
+    assert profile["by_class_us"]["Conv 3x3"] > 0
+    assert sum(profile["by_class_us"].values()) <= 1.5 * profile["run_us"]
+
+
+def test_modelrunner_profile(model_and_input):
+    model, _, x = model_and_input
+    profile = op_profiles.modelrunner_by_op(Compiler.compile(model), x, 3, model)
+    check(profile)
+    assert profile["kernel_calls"] >= 2
+
+
+def test_onnxruntime_profile(model_and_input):
+    model, _, x = model_and_input
+    check(op_profiles.onnxruntime_by_op(model, x, 1, 3))
+
+
+def test_openvino_profile(model_and_input):
+    model, path, x = model_and_input
+    check(op_profiles.openvino_by_op(path, model, x, 1, 3))
