@@ -60,13 +60,13 @@ void RunPackedGemm(const PackedGemmTileFns& tiles, const PackedGemmArgs<T>& args
   const PackedLayout& b = args.b;
   const int64_t m = args.m, n = b.n, k = b.k, rows = tiles.rows;
   const int64_t strips = (m + rows - 1) / rows;
-  const int64_t block_columns = kPackedGemmBlockColumns;
-  const int64_t blocks = (n + block_columns - 1) / block_columns;
+  const int64_t blocks = (n + kPackedGemmBlockColumns - 1) / kPackedGemmBlockColumns;
   const bool finish = args.bias != nullptr || args.sum != nullptr || !args.epilogue.is_identity();
   // A thread's buffers, reused over the units it runs.
   struct Buffers {
     alignas(64) float a_strip[kHalf ? kMaxTileRows * kPackedGemmBlockDepth : 1];  // float16 A, widened
-    alignas(64) float c_group[kHalf ? kPackedGemmGroupStrips * kMaxTileRows * kPackedGemmBlockColumns : 1];  // float16 C
+    // float16 C of a group of strips
+    alignas(64) float c_group[kHalf ? kPackedGemmGroupStrips * kMaxTileRows * kPackedGemmBlockColumns : 1];
     alignas(64) float bias_block[kPackedGemmBlockColumns];
     alignas(64) float sum_row[kHalf ? kPackedGemmBlockColumns : 1];
     int64_t bias_block_at = -1;
@@ -77,14 +77,14 @@ void RunPackedGemm(const PackedGemmTileFns& tiles, const PackedGemmArgs<T>& args
   // L2, C accumulating over the K blocks; a strip's epilogue runs right after its last K block,
   // while the strip is in L1.
   auto run_group = [&](int64_t batch, int64_t block, int64_t s0, int64_t s1, Buffers& buf) {
-    float* const a_strip = buf.a_strip;
-    float* const c_group = buf.c_group;
-    const int64_t c0 = block * block_columns, cols = std::min(block_columns, n - c0);
+    const int64_t c0 = block * kPackedGemmBlockColumns, cols = std::min(kPackedGemmBlockColumns, n - c0);
     const float* panels = args.b_data + batch * b.floats();
     const T* a_batch = args.a + batch * args.a_batch_stride;
     // of C's and sum's first element of strip s, and where the strip's float rows are
     auto c_at = [&](int64_t s) { return batch * args.c_batch_stride + s * rows * args.ldc + c0; };
-    auto dst_of = [&](int64_t s) { return FloatRows(args.c + c_at(s), c_group + (s - s0) * rows * kPackedGemmBlockColumns); };
+    auto dst_of = [&](int64_t s) {
+      return FloatRows(args.c + c_at(s), buf.c_group + (s - s0) * rows * kPackedGemmBlockColumns);
+    };
     const int64_t ldd = kHalf ? kPackedGemmBlockColumns : args.ldc;
     const float* bias = nullptr;
     if constexpr (!kHalf)
@@ -125,8 +125,8 @@ void RunPackedGemm(const PackedGemmTileFns& tiles, const PackedGemmArgs<T>& args
         int64_t lda;
         if constexpr (kHalf) {
           for (int64_t r = 0; r < nr; ++r)
-            WidenHalfToFloat(a_rows + r * args.lda + p0, a_strip + r * kPackedGemmBlockDepth, depth);
-          a = a_strip;
+            WidenHalfToFloat(a_rows + r * args.lda + p0, buf.a_strip + r * kPackedGemmBlockDepth, depth);
+          a = buf.a_strip;
           lda = kPackedGemmBlockDepth;
         } else {
           a = a_rows + p0;
@@ -156,10 +156,10 @@ void RunPackedGemm(const PackedGemmTileFns& tiles, const PackedGemmArgs<T>& args
     }
   };
   const int64_t units = args.batches * blocks * strips;
-  // A unit is 2·rows·K·block_columns flops (less at the edges); chunks of at least 2^18 are
+  // A unit is 2·rows·K·min(N, 256) flops (less at the edges); chunks of at least 2^18 are
   // worth handing to another thread (thread_pool.h).
   constexpr int64_t kMinFlopsPerChunk = int64_t{1} << 18;
-  const int64_t unit_flops = 2 * rows * k * std::min(n, block_columns);
+  const int64_t unit_flops = 2 * rows * k * std::min(n, kPackedGemmBlockColumns);
   const int64_t grain = std::max<int64_t>(1, kMinFlopsPerChunk / unit_flops);
   if (units <= grain || pool.num_threads() == 1) {
     run_units(0, units);
