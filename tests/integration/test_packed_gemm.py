@@ -2,8 +2,8 @@
 encoder block against onnxruntime: the dense layers (fused QKV projection with its bias,
 attention output + bias + residual, the feed-forward pair with Gelu) with their weights packed
 once, attention's batched products of two activations (scores, context) packed per run; and a
-ConvNeXt-style pointwise pair on an NHWC activation (K = 96 up, whose float16 form takes the
-packed GEMM by default; K = 1536 down: three K blocks, accumulated in C).
+ConvNeXt-style pointwise pair on an NHWC activation (K = 96 up, which takes the packed GEMM by
+default in both precisions; K = 1536 down: three K blocks, accumulated in C).
 float32 and float16, packed and OpenBLAS (TF_POPEF_GEMM, read at prepare), and the portable and
 AVX2 paths at 1 pool thread in new processes (TF_POPEF_SIMD and TF_POPEF_NUM_THREADS are read
 once per process)."""

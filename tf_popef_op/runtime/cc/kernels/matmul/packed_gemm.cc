@@ -14,6 +14,10 @@ namespace {
 
 constexpr int64_t kMaxTileRows = 8;  // the most rows of any build's tile (stack buffers)
 
+// Where a strip's float32 rows are computed: C itself, or for float16 C a buffer.
+inline float* FloatRows(float* c, float*) { return c; }
+inline float* FloatRows(uint16_t*, float* buffer) { return buffer; }
+
 inline float ToFloat(float v) { return v; }
 inline float ToFloat(uint16_t v) { return HalfToFloat(v); }
 
@@ -58,77 +62,97 @@ void RunPackedGemm(const PackedGemmTileFns& tiles, const PackedGemmArgs<T>& args
   const int64_t strips = (m + rows - 1) / rows;
   const int64_t blocks = (n + kPackedGemmBlockColumns - 1) / kPackedGemmBlockColumns;
   const bool finish = args.bias != nullptr || args.sum != nullptr || !args.epilogue.is_identity();
-
-  // Unit u: product u / (blocks·strips), then column block, then row strip (consecutive units
-  // of a thread share the column block's packed B).
-  auto run_units = [&](int64_t u0, int64_t u1) {
+  // A thread's buffers, reused over the units it runs.
+  struct Buffers {
     alignas(64) float a_strip[kHalf ? kMaxTileRows * kPackedGemmBlockDepth : 1];  // float16 A, widened
-    alignas(64) float c_strip[kHalf ? kMaxTileRows * kPackedGemmBlockColumns : 1];  // float16 C
+    // float16 C of a group of strips
+    alignas(64) float c_group[kHalf ? kPackedGemmGroupStrips * kMaxTileRows * kPackedGemmBlockColumns : 1];
     alignas(64) float bias_block[kPackedGemmBlockColumns];
     alignas(64) float sum_row[kHalf ? kPackedGemmBlockColumns : 1];
     int64_t bias_block_at = -1;
-    for (int64_t u = u0; u < u1; ++u) {
-      const int64_t batch = u / (blocks * strips), in_batch = u % (blocks * strips);
-      const int64_t c0 = in_batch / strips * kPackedGemmBlockColumns, r0 = in_batch % strips * rows;
-      const int64_t cols = std::min(kPackedGemmBlockColumns, n - c0), nr = std::min(rows, m - r0);
-      const T* a_rows = args.a + batch * args.a_batch_stride + r0 * args.lda;
-      const float* panels = args.b_data + batch * b.floats();
-      const int64_t c_at = batch * args.c_batch_stride + r0 * args.ldc + c0;  // of C's and sum's first element
-      float* dst;
-      int64_t ldd;
-      if constexpr (kHalf) {
-        dst = c_strip;
-        ldd = kPackedGemmBlockColumns;
-      } else {
-        dst = args.c + c_at;
-        ldd = args.ldc;
+  };
+
+  // Strips [s0, s1) (at most kPackedGemmGroupStrips) of column block `block` of product `batch`:
+  // each K block of the column block's packed B meets every strip of the group while it is in
+  // L2, C accumulating over the K blocks; a strip's epilogue runs right after its last K block,
+  // while the strip is in L1.
+  auto run_group = [&](int64_t batch, int64_t block, int64_t s0, int64_t s1, Buffers& buf) {
+    const int64_t c0 = block * kPackedGemmBlockColumns, cols = std::min(kPackedGemmBlockColumns, n - c0);
+    const float* panels = args.b_data + batch * b.floats();
+    const T* a_batch = args.a + batch * args.a_batch_stride;
+    // of C's and sum's first element of strip s, and where the strip's float rows are
+    auto c_at = [&](int64_t s) { return batch * args.c_batch_stride + s * rows * args.ldc + c0; };
+    auto dst_of = [&](int64_t s) {
+      return FloatRows(args.c + c_at(s), buf.c_group + (s - s0) * rows * kPackedGemmBlockColumns);
+    };
+    const int64_t ldd = kHalf ? kPackedGemmBlockColumns : args.ldc;
+    const float* bias = nullptr;
+    if constexpr (!kHalf)
+      if (args.bias != nullptr && args.bias_scale == 1.0f) bias = args.bias + c0;
+    if (args.bias != nullptr && bias == nullptr) {  // widened or scaled once per column block
+      if (buf.bias_block_at != c0)
+        for (int64_t j = 0; j < cols; ++j) buf.bias_block[j] = args.bias_scale * ToFloat(args.bias[c0 + j]);
+      buf.bias_block_at = c0;
+      bias = buf.bias_block;
+    }
+    // Bias, sum and activation of strip s (and float16's narrowing) once its last K block is in.
+    auto finish_strip = [&](int64_t s, int64_t nr) {
+      if (!finish && !kHalf) return;
+      for (int64_t r = 0; r < nr; ++r) {
+        float* row = dst_of(s) + r * ldd;
+        const int64_t at = c_at(s) + r * args.ldc;
+        if (finish) {
+          const float* sum = nullptr;
+          if (args.sum != nullptr) {
+            if constexpr (kHalf) {
+              WidenHalfToFloat(args.sum + at, buf.sum_row, cols);
+              sum = buf.sum_row;
+            } else {
+              sum = args.sum + at;
+            }
+          }
+          args.epilogue.Apply(row, cols, 0.0f, bias, sum);
+        }
+        if constexpr (kHalf) NarrowFloatToHalf(row, args.c + at, cols);
       }
-      for (int64_t p0 = 0; p0 < k; p0 += kPackedGemmBlockDepth) {
-        const int64_t depth = std::min(kPackedGemmBlockDepth, k - p0);
+    };
+    for (int64_t p0 = 0; p0 < k; p0 += kPackedGemmBlockDepth) {
+      const int64_t depth = std::min(kPackedGemmBlockDepth, k - p0);
+      for (int64_t s = s0; s < s1; ++s) {
+        const int64_t nr = std::min(rows, m - s * rows);
+        const T* a_rows = a_batch + s * rows * args.lda;
         const float* a;
         int64_t lda;
         if constexpr (kHalf) {
           for (int64_t r = 0; r < nr; ++r)
-            WidenHalfToFloat(a_rows + r * args.lda + p0, a_strip + r * kPackedGemmBlockDepth, depth);
-          a = a_strip;
+            WidenHalfToFloat(a_rows + r * args.lda + p0, buf.a_strip + r * kPackedGemmBlockDepth, depth);
+          a = buf.a_strip;
           lda = kPackedGemmBlockDepth;
         } else {
           a = a_rows + p0;
           lda = args.lda;
         }
+        float* dst = dst_of(s);
         for (int64_t j0 = c0; j0 < c0 + cols; j0 += b.panel_width) {
           const int64_t width = b.stored_width(j0);
           tiles.tile(nr, std::min(width, n - j0), depth, a, lda, panels + j0 * k + p0 * width, width,
                      dst + (j0 - c0), ldd, p0 > 0);
         }
+        if (p0 + depth == k) finish_strip(s, nr);
       }
-      if (!finish && !kHalf) continue;
-      const float* bias = nullptr;
-      if constexpr (!kHalf)
-        if (args.bias != nullptr && args.bias_scale == 1.0f) bias = args.bias + c0;
-      if (args.bias != nullptr && bias == nullptr) {  // widened or scaled once per column block
-        if (bias_block_at != c0)
-          for (int64_t j = 0; j < cols; ++j) bias_block[j] = args.bias_scale * ToFloat(args.bias[c0 + j]);
-        bias_block_at = c0;
-        bias = bias_block;
-      }
-      for (int64_t r = 0; r < nr; ++r) {
-        float* row = dst + r * ldd;
-        if (finish) {
-          const float* sum = nullptr;
-          if (args.sum != nullptr) {
-            const T* s = args.sum + c_at + r * args.ldc;
-            if constexpr (kHalf) {
-              WidenHalfToFloat(s, sum_row, cols);
-              sum = sum_row;
-            } else {
-              sum = s;
-            }
-          }
-          args.epilogue.Apply(row, cols, 0.0f, bias, sum);
-        }
-        if constexpr (kHalf) NarrowFloatToHalf(row, args.c + c_at + r * args.ldc, cols);
-      }
+    }
+  };
+
+  // Unit u: product u / (blocks·strips), then column block, then row strip. A thread runs its
+  // consecutive units of one column block in groups of strips (run_group).
+  auto run_units = [&](int64_t u0, int64_t u1) {
+    Buffers buf;
+    for (int64_t u = u0; u < u1;) {
+      const int64_t batch = u / (blocks * strips), in_batch = u % (blocks * strips);
+      const int64_t block = in_batch / strips, s0 = in_batch % strips;
+      const int64_t s1 = std::min({strips, s0 + kPackedGemmGroupStrips, s0 + (u1 - u)});
+      run_group(batch, block, s0, s1, buf);
+      u += s1 - s0;
     }
   };
   const int64_t units = args.batches * blocks * strips;

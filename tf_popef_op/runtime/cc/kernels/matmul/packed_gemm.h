@@ -11,8 +11,11 @@
 //
 // Work: C is cut into strips of `rows` rows × blocks of up to kPackedGemmBlockColumns columns,
 // spread over the intra-op pool (a batch-1 dense layer keeps both cores busy: M = 128 rows are
-// 22 strips). Within a unit, K is cut into blocks of kPackedGemmBlockDepth so the A strip stays
-// in L1 while it meets every panel of the column block, whose packed B stays in L2.
+// 22 strips). K is cut into blocks of kPackedGemmBlockDepth so an A strip stays in L1 while it
+// meets every panel of the column block; a thread runs its consecutive strips of one column
+// block in groups of up to kPackedGemmGroupStrips, K block by K block, so each K block of the
+// column block's packed B is read from L2 by every strip of the group (with K > 512, a whole
+// column block of B is 768 KiB-3 MiB and would otherwise be re-read from L3 by every strip).
 #pragma once
 
 #include <cstdint>
@@ -26,6 +29,7 @@ namespace kernels {
 
 constexpr int64_t kPackedGemmBlockColumns = 256;
 constexpr int64_t kPackedGemmBlockDepth = 512;
+constexpr int64_t kPackedGemmGroupStrips = 8;
 
 // B (times alpha) in the panel layout of `tiles`: panel q holds columns [q·P, q·P + w) with
 // P = panel_width and w = stored_width(q·P) = min(P, N - q·P rounded up to lanes), stored

@@ -29,12 +29,13 @@ GemmChoice GemmChoiceFromEnvironment(const KernelSpec& spec) {
 }
 
 // TF_POPEF_GEMM=auto's rule, from the per-shape timings of docs/benchmarks.md ("Packed GEMM"):
-// a weight B with K >= 128 (0.5-0.95x OpenBLAS's time), or any K in float16 (OpenBLAS runs
-// behind the float16 adapter, which widens A and narrows Y through whole-tensor buffers:
-// ConvNeXt's K = 96 layer measured on par at 784 rows and 0.9x at 25088); not an activation B
-// (attention's products measured 1.0-1.3x: OpenBLAS's own packing is as good).
+// a weight B with K >= 16 in float32 (K = 16-96 measured 0.82-1.06x OpenBLAS's time, 0.71-0.79x
+// where a Gelu epilogue is fused, which OpenBLAS runs as a second pass; K >= 128 0.5-0.95x),
+// or any K in float16 (OpenBLAS runs behind the float16 adapter, which widens A and narrows Y
+// through whole-tensor buffers); not an activation B (attention's products measured 1.0-1.3x:
+// OpenBLAS's own packing is as good).
 bool PackedIsFaster(const PackedGemmStep& step, bool b_is_weight, bool float16) {
-  return vmath::UsesAvx2(vmath::ActivePath()) && b_is_weight && (step.k >= 128 || float16) && step.n >= 2;
+  return vmath::UsesAvx2(vmath::ActivePath()) && b_is_weight && (step.k >= 16 || float16) && step.n >= 2;
 }
 
 // T: float, or uint16_t for a float16 step.

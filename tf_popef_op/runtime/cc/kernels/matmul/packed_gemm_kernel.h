@@ -8,7 +8,7 @@
 //
 // Which steps take it: TF_POPEF_GEMM, read at prepare:
 //   auto (default)  the packed GEMM on the AVX2 and AVX-512 paths for a weight B with N >= 2
-//                   and K >= 128 (float32) or any K (float16); BLAS for the rest
+//                   and K >= 16 (float32) or any K (float16); BLAS for the rest
 //                   (docs/benchmarks.md, "Packed GEMM", has the per-shape timings behind the rule)
 //   packed          the packed GEMM wherever it applies (tests, benchmarks)
 //   blas            never (OpenBLAS, for comparison)
