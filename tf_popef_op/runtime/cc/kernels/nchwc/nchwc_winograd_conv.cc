@@ -19,8 +19,8 @@
 // Work items are chunks of output tiles (nchwc_winograd.h numbers them), spread over the intra-op
 // pool, each in its worker's slice of scratch: the chunk's transformed input and its products stay
 // in L2 between the three steps. The products run on the NchwcConv tiles (NchwcTiles()). A layer
-// whose tiles fit one chunk (small planes at batch 1: 14x14 and 7x7 with F(2x2), 28x28 with F(4x4))
-// splits its output channels instead: each item transforms all the tiles' input (about 1 % of the
+// whose tiles fit one chunk and that has many output blocks (ResNet50's 14x14 and 7x7 layers at
+// batch 1, F(2x2)) splits its output channels instead: each item transforms all the tiles' input (about 1 % of the
 // layer's work) and runs the products and the output transform for its share of the output
 // blocks, so each thread streams its share of U once, and every weight it loads feeds all the
 // tiles, instead of every thread streaming all of U for part of the tiles.
@@ -60,9 +60,11 @@ constexpr size_t kScratchAlign = 64;
 // that a one-thread pool runs the same items (the results do not depend on the split: each output
 // block sums its products in the same order).
 int64_t ChannelGroups(int64_t threads) { return std::max<int64_t>(2, threads); }
-// Output blocks per group at least: one AVX-512 products tile (4 pairs), so the split does not
-// narrow the tiles (DenseNet's 32-output and InceptionV3's 96-output 3x3 layers keep chunks of tiles).
-constexpr int64_t kMinGroupBlocks = 8;
+// Output blocks per group at least: two AVX-512 products tiles of 4 pairs. Smaller groups lost
+// (ResNet50's 128->128 at 28x28, F(4x4), batch 1, 2 groups of 8 blocks: 0.85 ms against 0.80 in
+// chunks of tiles; its U is 2.4 MB, which both threads stream from L3 at little cost), and
+// narrower ones would narrow the tiles (DenseNet's 32-output, InceptionV3's 96-output layers).
+constexpr int64_t kMinGroupBlocks = 16;
 
 size_t AlignUp(size_t n) { return (n + kScratchAlign - 1) / kScratchAlign * kScratchAlign; }
 
