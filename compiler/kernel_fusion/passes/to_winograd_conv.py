@@ -32,9 +32,9 @@ _KEPT_ATTRS = ("pads", "activation", "activation_params")
 # 8, 2 threads, benchmarks/bench_winograd.py; docs/benchmarks.md "Winograd convolutions"):
 # F(4x4,3x3) from 32 output tiles, F(2x2,3x3) from 64 (both threads get chunks long enough to
 # amortize streaming the transformed weights). F(4x4,3x3) only on planes of at least
-# F4_MIN_SIDE: there it is 1.15-1.4x faster than F(2x2,3x3), but through a network its error is about 1.2-1.5x the direct convolution's,
-# which the 64x64 ResNet50 of the architecture tests (all 3x3 planes 16x16 or smaller) cannot
-# afford (1.18e-4 against the 1e-4 fp32 bar with F(4x4) throughout; 8.7e-5 with F(2x2), whose
+# F4_MIN_SIDE: there it is 1.15-1.4x faster than F(2x2,3x3), but through a network its error is
+# about 1.2-1.5x the direct convolution's, which the 64x64 ResNet50 of the architecture tests
+# (all 3x3 planes 16x16 or smaller) cannot afford (1.18e-4 against the 1e-4 fp32 bar with F(4x4) throughout; 8.7e-5 with F(2x2), whose
 # error is below the direct convolution's).
 MIN_TILES = {4: 32, 2: 64}
 F4_MIN_SIDE = 28
