@@ -21,9 +21,10 @@
 // in L2 between the three steps. The products run on the NchwcConv tiles (NchwcTiles()). A layer
 // whose tiles fit one chunk and that has many output blocks (ResNet50's 14x14 and 7x7 layers at
 // batch 1, F(2x2)) splits its output channels instead: each item transforms all the tiles' input
-// (about 1 % of the layer's work) and runs the products and the output transform for its share
-// of the output blocks, so each thread streams its share of U once, and every weight it loads
-// feeds all the tiles, instead of every thread streaming all of U for part of the tiles.
+// (estimated at about 1 % of the layer's work; not timed apart) and runs the products and the
+// output transform for its share of the output blocks, so each thread streams its share of U
+// once, and every weight it loads feeds all the tiles, instead of every thread streaming all of
+// U for part of the tiles.
 #include <algorithm>
 #include <cstdint>
 #include <memory>
