@@ -178,6 +178,11 @@ std::vector<WinogradCase> Geometries() {
       {1, 8, 8, 1, 1, 1, 1, 1, 1, 0},       // 1x1 plane: the pads alone
       {2, 16, 16, 20, 20, 1, 1, 1, 1, 0},   // several chunks of tiles
       {1, 72, 512, 4, 5, 1, 1, 1, 1, 0},    // several passes over the input channels
+      // Tiles that fit one chunk, with at least 32 output blocks, split them into groups: unequal
+      // groups (paired: 30 + 28 blocks), and several passes over the input channels per group (17
+      // input blocks).
+      {1, 16, 464, 7, 7, 1, 1, 1, 1, 0},
+      {1, 136, 512, 4, 5, 1, 1, 1, 1, 0},
   });
 }
 

@@ -24,10 +24,11 @@ CASES = {
     "resnet_14": (2, 16, 16, 14, 14),
     "odd_planes": (1, 8, 24, 9, 13),
     "stage_56": (1, 64, 64, 56, 56),
+    "wide_8": (1, 256, 256, 8, 8),  # 16 tiles of 2x2 (7x7 for conv3), 256 outputs: split over the threads
 }
-# Every case with each tile forced; the default policy on the case it takes Winograd for (it keeps
+# Every case with each tile forced; the default policy on the cases it takes Winograd for (it keeps
 # the direct convolution on the small ones: tests/compiler/kernel_fusion/test_pass_to_winograd_conv.py).
-RUNS = [(name, policy) for name in CASES for policy in ("f2x2", "f4x4")] + [("stage_56", "auto")]
+RUNS = [(name, policy) for name in CASES for policy in ("f2x2", "f4x4")] + [("stage_56", "auto"), ("wide_8", "auto")]
 # Max error relative to the largest output, float16 against onnxruntime's float32: at most this
 # multiple of the float16 direct convolution's (both round every step's output to float16; F(4x4)'s
 # transforms add float32 rounding of about 1e-5) plus this.
@@ -106,7 +107,8 @@ def test_winograd_block_vs_onnxruntime(name, policy):
     check_case(name, policy)
 
 
-@pytest.mark.parametrize("name,policy", [("resnet_14", "f2x2"), ("odd_planes", "f4x4"), ("stage_56", "auto")])
+@pytest.mark.parametrize("name,policy", [("resnet_14", "f2x2"), ("odd_planes", "f4x4"), ("stage_56", "auto"),
+                                         ("wide_8", "auto")])
 def test_winograd_block_fp16_vs_onnxruntime(name, policy):
     check_case_fp16(name, policy)
 

@@ -31,23 +31,33 @@ _KEPT_ATTRS = ("pads", "activation", "activation_params")
 # The layer classes where Winograd beat the direct tiles (ResNet50's 3x3 layers at batch 1 and
 # 8, 2 threads, benchmarks/bench_winograd.py; docs/benchmarks.md "Winograd convolutions"):
 # F(4x4,3x3) from 32 output tiles, F(2x2,3x3) from 64 (both threads get chunks long enough to
-# amortize streaming the transformed weights; 14x14 and 7x7 at batch 1 ran faster direct than
-# with F(2x2)). F(4x4,3x3) only on planes of at least F4_MIN_SIDE: there it is 1.15-1.4x faster
-# than F(2x2,3x3), but through a network its error is about 1.2-1.5x the direct convolution's,
-# which the 64x64 ResNet50 of the architecture tests (all 3x3 planes 16x16 or smaller) cannot
-# afford (1.18e-4 against the 1e-4 fp32 bar with F(4x4) throughout; 8.7e-5 with F(2x2), whose
+# amortize streaming the transformed weights). F(4x4,3x3) only on planes of at least
+# F4_MIN_SIDE: there it is 1.15-1.4x faster than F(2x2,3x3), but through a network its error is
+# about 1.2-1.5x the direct convolution's, which the 64x64 ResNet50 of the architecture tests
+# (all 3x3 planes 16x16 or smaller) cannot afford (1.18e-4 against the 1e-4 fp32 bar with F(4x4) throughout; 8.7e-5 with F(2x2), whose
 # error is below the direct convolution's).
 MIN_TILES = {4: 32, 2: 64}
 F4_MIN_SIDE = 28
+# Fewer tiles than that take F(2x2,3x3) too when the layer has at least WIDE_MIN_CHANNELS
+# outputs and WIDE_MIN_TILES tiles (a 7x7 plane): the kernel then splits the output channels
+# over the threads, each streaming its share of U once for all the tiles (ResNet50 at batch 1,
+# 2 threads, quiet machine: 256->256 at 14x14 0.91 ms against the direct 1.27, 512->512 at 7x7
+# 1.52 against 2.12; float16 0.90 / 1.33 and 1.23 / 1.48). Layers with fewer outputs are not
+# measured and keep the direct convolution.
+WIDE_MIN_CHANNELS = 256
+WIDE_MIN_TILES = 16
 
 
-def choose_tile(n: int, oh: int, ow: int) -> Optional[int]:
+def choose_tile(n: int, oh: int, ow: int, out_channels: int = 0) -> Optional[int]:
     """The measured rule of policy auto: 4 (F(4x4,3x3)), 2 (F(2x2,3x3)) or None (the direct
-    convolution) for a layer of n images of oh x ow outputs."""
+    convolution) for a layer of n images of oh x ow outputs with out_channels outputs."""
     for tile in (4, 2):
         if tile == 4 and min(oh, ow) < F4_MIN_SIDE:
             continue
-        if n * -(-oh // tile) * -(-ow // tile) >= MIN_TILES[tile]:
+        tiles = n * -(-oh // tile) * -(-ow // tile)
+        if tiles >= MIN_TILES[tile]:
+            return tile
+        if tile == 2 and out_channels >= WIDE_MIN_CHANNELS and tiles >= WIDE_MIN_TILES:
             return tile
     return None
 
@@ -101,4 +111,4 @@ def _tile(node: onnx.NodeProto, rewrite: GraphRewrite, types, forced: Optional[i
     n, oh, ow = x.shape[0], y.shape[2], y.shape[3]
     if forced is not None:
         return forced
-    return choose_tile(n, oh, ow)
+    return choose_tile(n, oh, ow, y.shape[1] * y.shape[4])

@@ -119,9 +119,14 @@ def test_float16_model_takes_winograd_with_float32_transformed_weights(policy):
 
 def test_auto_takes_the_layer_classes_measured_faster():
     # ResNet50's 3x3 layers at 224x224 (C = M): docs/benchmarks.md, "Winograd".
-    assert [choose_tile(1, hw, hw) for hw in (56, 28, 14, 7)] == [4, 4, None, None]
-    assert [choose_tile(8, hw, hw) for hw in (56, 28, 14, 7)] == [4, 4, 2, 2]
-    assert [choose_tile(8, hw, hw) for hw in (16, 8, 4, 2)] == [2, 2, None, None]  # the 64x64 ResNet50
+    resnet50 = {56: 64, 28: 128, 14: 256, 7: 512}  # plane side: channels
+    assert [choose_tile(1, hw, hw, m) for hw, m in resnet50.items()] == [4, 4, 2, 2]
+    assert [choose_tile(8, hw, hw, m) for hw, m in resnet50.items()] == [4, 4, 2, 2]
+    # The 64x64 ResNet50 of the architecture tests.
+    assert [choose_tile(8, hw, hw, m) for hw, m in zip((16, 8, 4, 2), resnet50.values())] == [2, 2, 2, None]
+    assert [choose_tile(1, hw, hw, m) for hw, m in zip((16, 8, 4, 2), resnet50.values())] == [2, None, None, None]
+    # Few tiles with fewer outputs (not measured) stay direct.
+    assert choose_tile(1, 14, 14, 128) is None and choose_tile(1, 7, 7, 32) is None
     small = resnet_like(n=2, c=16, h=10, w=11)  # 2 images of 10x11: 36 tiles of 2x2
     assert rewritten_names(fused(small, "auto")) == []
     out = fused(resnet_like(n=2, c=16, h=16, w=17), "auto")  # 2 images of 16x17: 72 tiles of 2x2

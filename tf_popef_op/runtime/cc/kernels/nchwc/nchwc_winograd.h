@@ -42,12 +42,13 @@ struct WinogradGeometry {
 // the chunk, laid out as a blocked 1 x count image.
 template <typename AT>
 using WinogradInputFn = void (*)(const WinogradGeometry& g, const AT* x, int64_t tile0, int64_t count, float* v);
-// The chunk's products p [a², M/8, count, 8] transformed back (A^T p A) into y [N, M/8, OH, OW, 8]
-// with bias, the residual sum and Relu/Clip applied in registers and e.post afterwards (on the
-// float32 row, before a float16 Y is rounded); pixels past the output are dropped.
+// Output blocks [ob0, ob0 + obn) of the chunk's products p [a², M/8, count, 8] transformed back
+// (A^T p A) into y [N, M/8, OH, OW, 8] with bias, the residual sum and Relu/Clip applied in
+// registers and e.post afterwards (on the float32 row, before a float16 Y is rounded); pixels
+// past the output are dropped.
 template <typename AT>
 using WinogradOutputFn = void (*)(const WinogradGeometry& g, const float* p, int64_t tile0, int64_t count,
-                                  const NchwcEpilogue& e, AT* y);
+                                  int64_t ob0, int64_t obn, const NchwcEpilogue& e, AT* y);
 
 template <typename AT>
 struct WinogradTransformsOf {

@@ -18,7 +18,13 @@
 //
 // Work items are chunks of output tiles (nchwc_winograd.h numbers them), spread over the intra-op
 // pool, each in its worker's slice of scratch: the chunk's transformed input and its products stay
-// in L2 between the three steps. The products run on the NchwcConv tiles (NchwcTiles()).
+// in L2 between the three steps. The products run on the NchwcConv tiles (NchwcTiles()). A layer
+// whose tiles fit one chunk and that has many output blocks (ResNet50's 14x14 and 7x7 layers at
+// batch 1, F(2x2)) splits its output channels instead: each item transforms all the tiles' input
+// (estimated at about 1 % of the layer's work; not timed apart) and runs the products and the
+// output transform for its share of the output blocks, so each thread streams its share of U
+// once, and every weight it loads feeds all the tiles, instead of every thread streaming all of
+// U for part of the tiles.
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -51,12 +57,25 @@ constexpr int64_t kWeightReuseTiles = 48;
 constexpr int64_t kPassWeightBytes = 128 * 1024;
 constexpr size_t kScratchAlign = 64;
 
+// Output-block groups of a layer whose tiles fit one chunk: the pool's threads, and at least 2 so
+// that a one-thread pool runs the same items (the results do not depend on the split: each output
+// block sums its products in the same order).
+int64_t ChannelGroups(int64_t threads) { return std::max<int64_t>(2, threads); }
+// Output blocks per group at least: two AVX-512 products tiles of 4 pairs. Smaller groups lost
+// (ResNet50's 128->128 at 28x28, F(4x4), batch 1, 2 groups of 8 blocks: 0.85 ms against 0.80 in
+// chunks of tiles; its U is 2.4 MB, which both threads stream from L3 at little cost), and
+// narrower ones would narrow the tiles (DenseNet's 32-output, InceptionV3's 96-output layers).
+constexpr int64_t kMinGroupBlocks = 16;
+
 size_t AlignUp(size_t n) { return (n + kScratchAlign - 1) / kScratchAlign * kScratchAlign; }
 
 struct WinogradParams {
   WinogradGeometry g;
   NchwcGeometry products;  // one point's product as a 1x1 convolution over a 1 x (chunk) image
   int64_t tiles = 0, chunk_tiles = 0, chunks = 0;
+  // Items are (chunk, output-block group): group_blocks output blocks per group (a multiple of
+  // the weight group G), channel_groups of them; 1 group of all blocks unless the tiles fit one chunk.
+  int64_t channel_groups = 1, group_blocks = 0;
   size_t input_floats = 0, slice_bytes = 0, scratch_bytes = 0;  // per chunk of chunk_tiles
   bool has_bias = false, has_sum = false;
   bool half_activations = false;  // X, Sum and Y are float16
@@ -93,20 +112,24 @@ class NchwcWinogradConvKernel final : public Kernel {
     const WinogradOutputFn<AT> output = fns.output(g.m);
     if (p_.chunks == 0) return;
     const int64_t points = g.points(), c = g.in_blocks * kNchwcBlock, m = g.out_blocks * kNchwcBlock;
-    ParallelForChunks(p_.chunks, 1, [&](int64_t slice, int64_t c0, int64_t c1) {
+    ParallelForChunks(p_.chunks * p_.channel_groups, 1, [&](int64_t slice, int64_t i0, int64_t i1) {
       float* v = reinterpret_cast<float*>(static_cast<char*>(ctx.scratch) + slice * p_.slice_bytes);
       float* products = v + p_.input_floats;
-      for (int64_t chunk = c0; chunk < c1; ++chunk) {
+      int64_t transformed = -1;  // the chunk whose input v holds
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t chunk = i / p_.channel_groups, ob0 = i % p_.channel_groups * p_.group_blocks;
+        const int64_t obn = std::min(p_.group_blocks, g.out_blocks - ob0);
         const int64_t tile0 = chunk * p_.chunk_tiles, count = std::min(p_.chunk_tiles, p_.tiles - tile0);
-        input(g, x, tile0, count, v);
+        if (chunk != transformed) input(g, x, tile0, count, v);
+        transformed = chunk;
         NchwcGeometry pg = p_.products;
         pg.w = pg.ow = count;
         for (int64_t t = 0; t < points; ++t) {
           float* out = products + t * g.out_blocks * count * kNchwcBlock;
-          p_.products_row(pg, v + t * g.in_blocks * count * kNchwcBlock, u + t * c * m, none, out, out, 0, 0,
-                          g.out_blocks, 0, 0, count);
+          p_.products_row(pg, v + t * g.in_blocks * count * kNchwcBlock, u + t * c * m, none, out, out, 0, ob0, obn,
+                          0, 0, count);
         }
-        output(g, products, tile0, count, e, y);
+        output(g, products, tile0, count, ob0, obn, e, y);
       }
     });
   }
@@ -155,16 +178,25 @@ std::unique_ptr<Kernel> PrepareNchwcWinogradConv(const KernelSpec& spec) {
   g.tiles_w = (g.ow + g.m - 1) / g.m;
   p.tiles = n * g.tiles_h * g.tiles_w;
 
-  // Chunks: as many tiles as fit kChunkBytes, at least kMinChunkTiles, and kWeightReuseTiles
-  // where each thread has that many; with few chunks, a multiple of the thread count, so no
-  // thread waits for another's last chunk.
+  // Tiles that fit one chunk, of a layer with enough output blocks to share: one chunk, its output
+  // blocks in groups (whole weight groups). Else chunks: as many tiles as fit kChunkBytes, at
+  // least kMinChunkTiles, and kWeightReuseTiles where each thread has that many; with few chunks,
+  // a multiple of the thread count, so no thread waits for another's last chunk.
   const int64_t tile_bytes = g.points() * (g.in_blocks + g.out_blocks) * kNchwcBlock * int64_t{sizeof(float)};
   const int64_t threads = ThreadPool::Global().num_threads();
   const int64_t fit = std::max(std::clamp<int64_t>(kChunkBytes / tile_bytes, kMinChunkTiles, kMaxChunkTiles),
                                std::min(kWeightReuseTiles, (p.tiles + threads - 1) / threads));
-  p.chunks = (p.tiles + fit - 1) / fit;
-  if (p.chunks < 4 * threads) p.chunks = (p.chunks + threads - 1) / threads * threads;
-  p.chunks = std::min(p.chunks, (p.tiles + kMinChunkTiles - 1) / kMinChunkTiles);
+  p.group_blocks = g.out_blocks;
+  if (p.tiles <= kMaxChunkTiles && g.out_blocks >= kMinGroupBlocks * ChannelGroups(threads)) {
+    p.chunks = p.tiles > 0 ? 1 : 0;
+    p.channel_groups = ChannelGroups(threads);
+    p.group_blocks = ((g.out_blocks + p.channel_groups - 1) / p.channel_groups + group - 1) / group * group;
+    p.channel_groups = (g.out_blocks + p.group_blocks - 1) / p.group_blocks;
+  } else {
+    p.chunks = (p.tiles + fit - 1) / fit;
+    if (p.chunks < 4 * threads) p.chunks = (p.chunks + threads - 1) / threads * threads;
+    p.chunks = std::min(p.chunks, (p.tiles + kMinChunkTiles - 1) / kMinChunkTiles);
+  }
   if (p.chunks > 0) {  // (none for an empty batch)
     p.chunk_tiles = (p.tiles + p.chunks - 1) / p.chunks;
     p.chunks = (p.tiles + p.chunk_tiles - 1) / p.chunk_tiles;
@@ -174,7 +206,7 @@ std::unique_ptr<Kernel> PrepareNchwcWinogradConv(const KernelSpec& spec) {
   };
   p.input_floats = chunk_bytes(g.in_blocks) / sizeof(float);
   p.slice_bytes = chunk_bytes(g.in_blocks) + chunk_bytes(g.out_blocks);
-  p.scratch_bytes = static_cast<size_t>(std::min(threads, p.chunks)) * p.slice_bytes;
+  p.scratch_bytes = static_cast<size_t>(std::min(threads, p.chunks * p.channel_groups)) * p.slice_bytes;
 
   NchwcGeometry& pg = p.products;
   pg.in_blocks = g.in_blocks;
@@ -182,7 +214,7 @@ std::unique_ptr<Kernel> PrepareNchwcWinogradConv(const KernelSpec& spec) {
   pg.out_group = group;
   pg.h = pg.oh = 1;
   pg.in_blocks_per_pass =
-      std::max<int64_t>(1, kPassWeightBytes / (kNchwcBlock * g.out_blocks * kNchwcBlock * int64_t{sizeof(float)}));
+      std::max<int64_t>(1, kPassWeightBytes / (kNchwcBlock * p.group_blocks * kNchwcBlock * int64_t{sizeof(float)}));
   p.products_row = NchwcTiles().conv_row;
   p.half_activations = spec.inputs[0].dtype == DType::kFloat16;
   p.transforms = WinogradTransforms().f32;
