@@ -61,7 +61,8 @@ def plan_arena(graph: LoweredGraph) -> ArenaPlan:
 
 
 def _plan_program(graph: LoweredGraph, steps: List[KernelStep], arena: Set[str], pinned: List[str],
-                  outer: Set[str], offsets: Dict[str, int], aliases: Dict[str, Tuple[str, int]]) -> Tuple[List[Buffer], int]:
+                  outer: Set[str], offsets: Dict[str, int],
+                  aliases: Dict[str, Tuple[str, int]]) -> Tuple[List[Buffer], int]:
     """Plans the arena tensors `steps` define (outputs, plus `pinned`), minus those of enclosing
     programs (`outer`). Fills `offsets` (relative to this program's block) and `aliases`."""
     pinned_set = {n for n in pinned if n in arena and n not in outer}
