@@ -1,12 +1,20 @@
 """Static memory plan of one LoweredGraph's activation arena.
 
 Each arena tensor lives from the step producing it to the last step reading it (inclusive, so
-a step's outputs never share bytes with its inputs). A Reshape whose input and output are both
-in the arena is a view: the output takes its input's bytes, which then live until the last
-reader of either. Buffers are placed greedily, largest first, at the lowest 64-byte aligned
-offset that does not overlap any already placed buffer whose lifetime overlaps its own. A
-loop body's pinned tensors (below) are never views: a view's bytes are only kept while its
-source's buffer is, not for the whole body.
+a step's outputs never share bytes with its inputs). Views share bytes instead of copying:
+- a Reshape whose input and output are both in the arena: the output takes its input's bytes;
+- a Concat input whose slice of the output is one contiguous byte range (every output dim before
+  the axis is 1: a batch-1 NCHWc channel concat) at a 64-byte aligned offset: the producer of
+  the input writes straight into its slice, and the Concat kernel skips it. Only an input
+  written by a kernel step of the same program, not yet a view itself (of a Reshape, or of an
+  earlier Concat that read it) and listed once; others are copied. Chains resolve
+  transitively (DenseNet: concat_k = Concat(concat_k-1, x_k) puts a dense block's features in
+  one buffer).
+A view and the tensor whose bytes it uses form one buffer, owned by the outermost tensor (the
+root), live from the first use of any member to the last. Buffers are placed greedily,
+largest first, at the lowest 64-byte aligned offset that does not overlap any already placed
+buffer whose lifetime overlaps its own. A loop body's pinned tensors (below) are never views:
+a view's bytes are only kept while its root's buffer is, not for the whole body.
 
 Control flow (If/Loop steps, compiler/lowering/control_flow.py) is planned from the inside out:
 each sub-program gets its own plan over the tensors it defines (step indices are its own; a
@@ -18,10 +26,11 @@ are enclosing-program tensors used at that step, so everything a body reads from
 alive, and untouched, for the whole If or loop.
 """
 import dataclasses
+import math
 from typing import Dict, List, Set, Tuple
 
 from compiler.lowering.ir import ControlStep, KernelStep, LoweredGraph
-from popef.format import align_up
+from popef.format import ALIGNMENT, align_up
 
 
 @dataclasses.dataclass
@@ -38,13 +47,13 @@ class ArenaPlan:
     offsets: Dict[str, int]          # every arena tensor -> its offset
     buffers: List[Buffer]
     size: int                        # arena bytes this graph needs
-    aliases: Dict[str, str]          # view tensor -> the tensor whose bytes it uses
+    aliases: Dict[str, Tuple[str, int]]  # view tensor -> (the tensor whose bytes it uses, byte offset in them)
 
 
 def plan_arena(graph: LoweredGraph) -> ArenaPlan:
     arena = {n for n, t in graph.tensors.items() if t.storage == "arena"}
     offsets: Dict[str, int] = {}
-    aliases: Dict[str, str] = {}
+    aliases: Dict[str, Tuple[str, int]] = {}
     buffers, size = _plan_program(graph, graph.steps, arena, [], set(), offsets, aliases)
     for n in arena:
         offsets.setdefault(n, 0)  # an arena tensor no step uses
@@ -52,18 +61,14 @@ def plan_arena(graph: LoweredGraph) -> ArenaPlan:
 
 
 def _plan_program(graph: LoweredGraph, steps: List[KernelStep], arena: Set[str], pinned: List[str],
-                  outer: Set[str], offsets: Dict[str, int], aliases: Dict[str, str]) -> Tuple[List[Buffer], int]:
+                  outer: Set[str], offsets: Dict[str, int],
+                  aliases: Dict[str, Tuple[str, int]]) -> Tuple[List[Buffer], int]:
     """Plans the arena tensors `steps` define (outputs, plus `pinned`), minus those of enclosing
     programs (`outer`). Fills `offsets` (relative to this program's block) and `aliases`."""
     pinned_set = {n for n in pinned if n in arena and n not in outer}
     own = {o for step in steps for o in step.outputs if o in arena and o not in outer} | pinned_set
-    root: Dict[str, str] = {n: n for n in own}
-    for step in steps:
-        if (step.op == "Reshape" and not isinstance(step, ControlStep) and step.inputs[0] in own
-                and step.outputs[0] in own and not {step.inputs[0], step.outputs[0]} & pinned_set):
-            src, dst = step.inputs[0], step.outputs[0]
-            if graph.tensors[src].nbytes == graph.tensors[dst].nbytes:
-                root[dst] = root[src]  # inputs are produced earlier, so root[src] is final
+    views = _views(graph, steps, own - pinned_set)
+    root = {n: _root(n, views) for n in own}  # tensor -> (root, byte offset in the root)
     first: Dict[str, int] = {}
     last: Dict[str, int] = {}
     for name in pinned_set:
@@ -71,7 +76,7 @@ def _plan_program(graph: LoweredGraph, steps: List[KernelStep], arena: Set[str],
     for i, step in enumerate(steps):
         for name in step.inputs + step.outputs:
             if name in own:
-                r = root[name]
+                r = root[name][0]
                 first[r] = min(first.get(r, i), i)
                 last[r] = max(last.get(r, i), i)
     buffers = [Buffer(r, align_up(graph.tensors[r].nbytes), first[r], last[r]) for r in first]
@@ -91,14 +96,46 @@ def _plan_program(graph: LoweredGraph, steps: List[KernelStep], arena: Set[str],
     _place(buffers)
     offset_of = {b.root: b.offset for b in buffers}
     for n in own:
-        offsets[n] = offset_of.get(root[n], 0)
-        if root[n] != n:
-            aliases[n] = root[n]
+        r, offset = root[n]
+        offsets[n] = offset_of.get(r, 0) + offset
+    aliases.update(views)
     for block, inner in blocks:
         for n, off in inner.items():
             offsets[n] = block.offset + off
     size = max((b.offset + b.size for b in buffers), default=0)
     return buffers, size
+
+
+def _views(graph: LoweredGraph, steps: List[KernelStep], viewable: Set[str]) -> Dict[str, Tuple[str, int]]:
+    """View tensor -> (the tensor whose bytes it uses, byte offset in them), among `viewable`."""
+    views: Dict[str, Tuple[str, int]] = {}
+    written_by_kernel = {o for step in steps if not isinstance(step, ControlStep) for o in step.outputs}
+    for step in steps:
+        if isinstance(step, ControlStep) or not step.outputs or step.outputs[0] not in viewable:
+            continue
+        out = step.outputs[0]
+        if step.op == "Reshape" and step.inputs[0] in viewable:
+            if graph.tensors[step.inputs[0]].nbytes == graph.tensors[out].nbytes:
+                views[out] = (step.inputs[0], 0)
+        elif step.op == "Concat" and math.prod(graph.tensors[out].shape[:step.attrs["axis"]]) == 1:
+            offset = 0
+            for name in step.inputs:
+                if (name in viewable and name in written_by_kernel and name not in views
+                        and step.inputs.count(name) == 1 and offset % ALIGNMENT == 0):
+                    views[name] = (out, offset)
+                offset += graph.tensors[name].nbytes
+    return views
+
+
+def _root(name: str, views: Dict[str, Tuple[str, int]]) -> Tuple[str, int]:
+    """The tensor owning `name`'s bytes and `name`'s byte offset in them. A Reshape view points
+    to an earlier tensor, a Concat input to a later one that is never a Reshape output, so the
+    chain has no cycle."""
+    offset = 0
+    while name in views:
+        name, step_offset = views[name]
+        offset += step_offset
+    return name, offset
 
 
 def _place(buffers: List[Buffer]) -> None:

@@ -1,7 +1,8 @@
 """The runtime's check of the arena plan (docs/popef.md "Arena plan"): two arena tensors live at
-the same time may not share bytes, except a Reshape view on its input's bytes; If branches
-alternate; what a sub-program uses from outside is live across the whole control step; a loop
-body's formals and results live through the whole body. Hand-built plans for the rules, the
+the same time may not share bytes, except a Reshape view on its input's bytes and a Concat input
+on its slice of the output; If branches alternate; what a sub-program uses from outside is
+live across the whole control step; a loop body's formals and results live through the whole
+body. Hand-built plans for the rules, the
 compiler's own control-flow plans (accepted, and refused once an offset is moved), and the fuzz
 reproducer."""
 import os
@@ -98,6 +99,61 @@ def test_a_view_keeps_its_source_live_until_the_view_is_last_read():
     message = load_error(chain_model([0, 128, 128, 128], view=True))
     assert "overlaps Executable.tensors[3] 'c' [128, 256)" in message
     assert "step #3 (Add 'add2')" in message
+
+
+# ---------------------------------------------------------------- Concat inputs in place
+
+PART = [1, 2, 8]  # float32: 64 bytes, one slot
+
+
+def concat_model(offsets, inputs=("a", "b")):
+    """a = relu(X), b = X + X, cat = Concat(inputs, axis 1), O = relu(cat); a, b, cat in the arena
+    at `offsets` (in that order)."""
+    t = lambda i, name, shape, storage, **kw: dict(id=i, name=name, dtype="float32", shape=shape, storage=storage,
+                                                   **kw)
+    out_shape = [1, 2 * len(inputs), 8]
+    tensors = [t(0, "X", PART, "input", anchor="X"), t(1, "a", PART, "arena", offset=offsets[0]),
+               t(2, "b", PART, "arena", offset=offsets[1]), t(3, "cat", out_shape, "arena", offset=offsets[2]),
+               t(4, "O", out_shape, "output", anchor="O")]
+    ids = {"a": 1, "b": 2}
+    main = [{"op": "Relu", "name": "relu_a", "inputs": [0], "outputs": [1], "attrs": {}},
+            {"op": "Add", "name": "add_b", "inputs": [0, 0], "outputs": [2], "attrs": {}},
+            {"op": "Concat", "name": "cat", "inputs": [ids[n] for n in inputs], "outputs": [3], "attrs": {"axis": 1}},
+            {"op": "Relu", "name": "relu", "inputs": [3], "outputs": [4], "attrs": {}}]
+    subgraphs = [{"index": 0, "name": "graph0", "program": "main", "batch_size": 1, "batch_axis": 0,
+                  "inputs": ["X"], "outputs": ["O"]}]
+    anchors = [anchor("X", "float32", PART, "input"), anchor("O", "float32", out_shape, "output")]
+    return _model(anchors, tensors, {"main": main}, subgraphs, ipu_version="ipu2",
+                  arena_bytes=max(offsets) + 64 * len(inputs)).to_bytes()
+
+
+XC = np.linspace(-3, 3, 16, dtype=np.float32).reshape(PART)
+PARTS = {"a": np.maximum(XC, 0), "b": XC + XC}
+
+
+@pytest.mark.parametrize("offsets", [[0, 64, 0], [0, 128, 0], [192, 64, 0], [128, 192, 128]],
+                         ids=["both_in_place", "first_in_place", "second_in_place", "none_in_place"])
+def test_concat_inputs_at_their_slices_of_the_output_are_accepted(offsets):
+    got = run(concat_model(offsets), {"X": XC})
+    np.testing.assert_array_equal(got["O"], np.maximum(np.concatenate([PARTS["a"], PARTS["b"]], axis=1), 0))
+
+
+def test_a_concat_input_shifted_from_its_slice_is_refused_naming_both():
+    # b belongs at [64, 128) of cat; at [0, 64) it is on a's slice.
+    message = load_error(concat_model([128, 0, 0]))
+    assert ("arena plan: Executable.tensors[2] 'b' [0, 64) overlaps Executable.tensors[3] 'cat' [0, 128) in the "
+            "arena while both are live at step #2 (Concat 'cat') of program 'main'") in message
+
+
+def test_a_concat_input_overlapping_another_slice_is_refused():
+    message = load_error(concat_model([64, 192, 0]))
+    assert ("Executable.tensors[1] 'a' [64, 128) overlaps Executable.tensors[3] 'cat' [0, 128) in the arena "
+            "while both are live at step #2 (Concat 'cat')") in message
+
+
+def test_an_input_listed_twice_is_in_place_once_and_copied_once():
+    got = run(concat_model([0, 192, 0], inputs=("a", "a")), {"X": XC})
+    np.testing.assert_array_equal(got["O"], np.concatenate([PARTS["a"], PARTS["a"]], axis=1))
 
 
 # ---------------------------------------------------------------- control flow

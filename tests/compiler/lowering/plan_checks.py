@@ -1,10 +1,43 @@
 """Independent check of an arena plan: recomputes lifetimes from the steps and verifies that
-tensors alive at the same step never share bytes unless one is a view of the other."""
-from compiler.lowering.ir import LoweredGraph
+tensors alive at the same time never share bytes unless one is a view of the other (a Reshape
+output on its input's bytes, a Concat input on its slice of the output), and that every view
+sits where its step says."""
+import math
+
+from compiler.lowering.ir import KernelStep, LoweredGraph
 from compiler.lowering.memory_plan import ArenaPlan
 
 
+def view_root(plan: ArenaPlan, name: str) -> str:
+    while name in plan.aliases:
+        name = plan.aliases[name][0]
+    return name
+
+
+def check_views(steps, graph: LoweredGraph, plan: ArenaPlan) -> None:
+    """Each alias is a Reshape output at its input's offset, or a Concat input at its slice."""
+    def all_steps(program):
+        for step in program:
+            yield step
+            for sub in getattr(step, "programs", {}).values():
+                yield from all_steps(sub)
+
+    expected = {}
+    for step in all_steps(steps):
+        if step.op == "Reshape" and type(step) is KernelStep:
+            expected[(step.outputs[0], step.inputs[0])] = 0
+        elif step.op == "Concat" and math.prod(graph.tensors[step.outputs[0]].shape[:step.attrs["axis"]]) == 1:
+            offset = 0
+            for name in step.inputs:
+                expected.setdefault((name, step.outputs[0]), offset)
+                offset += graph.tensors[name].nbytes
+    for view, (target, offset) in plan.aliases.items():
+        assert expected.get((view, target)) == offset, (view, target, offset)
+        assert plan.offsets[view] == plan.offsets[target] + offset, (view, target)
+
+
 def check_plan(graph: LoweredGraph, plan: ArenaPlan) -> None:
+    check_views(graph.steps, graph, plan)
     arena = [n for n, t in graph.tensors.items() if t.storage == "arena"]
     live = {}
     for i, step in enumerate(graph.steps):
@@ -13,24 +46,17 @@ def check_plan(graph: LoweredGraph, plan: ArenaPlan) -> None:
                 lo, hi = live.get(name, (i, i))
                 live[name] = (min(lo, i), max(hi, i))
 
-    def root(n):
-        while n in plan.aliases:
-            n = plan.aliases[n]
-        return n
-
     for name in arena:
         off = plan.offsets[name]
         assert off % 64 == 0, (name, off)
         assert off + graph.tensors[name].nbytes <= plan.size, (name, off, plan.size)
     for i, a in enumerate(arena):
         for b in arena[i + 1:]:
-            if root(a) == root(b):
-                assert plan.offsets[a] == plan.offsets[b]
-                continue
-            (a0, a1), (b0, b1) = live[a], live[b]
+            if view_root(plan, a) == view_root(plan, b):
+                continue  # one buffer: check_views placed each view on its own bytes
             # a view keeps its root's bytes alive: use the group's lifetime
-            ga = [n for n in arena if root(n) == root(a)]
-            gb = [n for n in arena if root(n) == root(b)]
+            ga = [n for n in arena if view_root(plan, n) == view_root(plan, a)]
+            gb = [n for n in arena if view_root(plan, n) == view_root(plan, b)]
             a0, a1 = min(live[n][0] for n in ga), max(live[n][1] for n in ga)
             b0, b1 = min(live[n][0] for n in gb), max(live[n][1] for n in gb)
             if a0 <= b1 and b0 <= a1:

@@ -11,6 +11,7 @@ from compiler.lowering.ir import ControlStep
 from compiler.lowering.memory_plan import plan_arena
 from compiler.lowering.weights import WeightStore
 from compiler_test_helpers import fuse_and_lower
+from plan_checks import check_views, view_root
 from tests.compiler import control_flow_models as models
 
 
@@ -51,11 +52,8 @@ def timeline(graph):
 
 def check_nested_plan(graph, plan):
     live = timeline(graph)
-
-    def root(n):
-        while n in plan.aliases:
-            n = plan.aliases[n]
-        return n
+    check_views(graph.steps, graph, plan)
+    root = lambda n: view_root(plan, n)
 
     names = sorted(live)
     group = {}  # a view keeps its root's bytes: each tensor lives as long as its whole group

@@ -59,8 +59,12 @@ class TreeCheck {
     int owner = -1;
     Range range;                     // the live range, widened to the owner's steps
   };
+  // `part` is a view at byte `offset` of `whole`: a Reshape's output on its input (offset 0,
+  // same size), or a Concat input on its slice of the output.
   struct View {
-    int program, src, dst;
+    int program, part, whole;
+    uint64_t offset;
+    bool concat;
   };
 
   int64_t NewPoint(int program, int step, PointKind kind) {
@@ -136,7 +140,8 @@ class TreeCheck {
           for (int t : s.inputs) Use(t, p, r);
           for (int t : s.outputs) Use(t, p, r);
           if (s.op == "Reshape" && s.inputs.size() == 1 && s.outputs.size() == 1)
-            views_.push_back(View{p, s.inputs[0], s.outputs[0]});
+            views_.push_back(View{p, s.outputs[0], s.inputs[0], 0, false});
+          if (s.op == "Concat" && s.outputs.size() == 1) AddConcatViews(p, s);
         }
         for (int t : s.inputs) live_[t].first_read = std::min(live_[t].first_read, r.start);
         for (int t : s.outputs) {
@@ -144,6 +149,29 @@ class TreeCheck {
           live_[t].first_write = std::min(live_[t].first_write, r.start);
         }
       }
+    }
+  }
+
+  // A Concat whose inputs are each one byte range of its output (every output dim before the
+  // axis is 1): input i may be a view at the bytes of the inputs before it. The axis is the
+  // first dim where an input differs from the output; if none does, the one input (or every
+  // input, of an empty output) is the whole output.
+  void AddConcatViews(int p, const Step& s) {
+    const std::vector<int64_t>& out = tensors_[s.outputs[0]].desc.shape;
+    size_t axis = out.size();
+    for (int t : s.inputs) {
+      const std::vector<int64_t>& in = tensors_[t].desc.shape;
+      if (in.size() != out.size()) return;  // the kernel refuses it
+      for (size_t d = 0; d < axis; ++d)
+        if (in[d] != out[d]) axis = d;
+    }
+    if (axis < out.size())
+      for (size_t d = 0; d < axis; ++d)
+        if (out[d] != 1) return;
+    uint64_t offset = 0;
+    for (int t : s.inputs) {
+      views_.push_back(View{p, t, s.outputs[0], offset, true});
+      offset += tensors_[t].desc.nbytes();
     }
   }
 
@@ -179,27 +207,42 @@ class TreeCheck {
     return t;
   }
 
-  // A Reshape whose output sits exactly on its input's bytes is a view: one buffer. Only when
-  // each is written once (so they always hold the same bytes) and both belong to the program
-  // running the Reshape, as the compiler plans them, and neither is a loop body's formal or
-  // result (the Loop step copies results into formals one by one, so a result sharing a
-  // formal's bytes would be overwritten before it is copied); otherwise they are checked apart.
+  // A view sitting exactly where its step puts it shares its whole's buffer: a Reshape's output
+  // on its input's bytes, a Concat input on its slice of the output (its producer wrote it
+  // there; the Concat kernel skips it). Only when both belong to the program running the step,
+  // as the compiler plans them, neither is a loop body's formal or result (the Loop step
+  // copies results into formals one by one, so a result sharing a formal's bytes would be
+  // overwritten before it is copied), and each is written once (so they always hold the same
+  // bytes; a Reshape's input at most once: it may be an input of its program). A Concat input
+  // must be written before it is read and the output not read before it is written (no value
+  // carried around a loop body), and the input joins only while it is not yet part of another
+  // buffer (a second listing of it, or another Concat, is then a copy from where it is).
+  // Otherwise the two are checked apart.
   void GroupViews() {
     group_.resize(tensors_.size());
     for (size_t t = 0; t < group_.size(); ++t) group_[t] = static_cast<int>(t);
     for (const View& v : views_) {
-      const ExecTensor &src = tensors_[v.src], &dst = tensors_[v.dst];
-      const Live &ls = live_[v.src], &ld = live_[v.dst];
-      if (src.storage != Storage::kArena || dst.storage != Storage::kArena || src.offset != dst.offset ||
-          src.desc.nbytes() != dst.desc.nbytes() || ls.owner != v.program || ld.owner != v.program ||
-          ld.writes != 1 || ls.writes > 1 || ls.pinned || ld.pinned)
+      const ExecTensor &part = tensors_[v.part], &whole = tensors_[v.whole];
+      const Live &lp = live_[v.part], &lw = live_[v.whole];
+      if (part.storage != Storage::kArena || whole.storage != Storage::kArena ||
+          part.offset != whole.offset + v.offset || lp.owner != v.program || lw.owner != v.program || lp.pinned ||
+          lw.pinned)
         continue;
-      group_[Find(v.dst)] = Find(v.src);
+      if (v.concat) {
+        if (lp.writes != 1 || lw.writes != 1 || lp.first_write >= lp.first_read || lw.first_read < lw.first_write ||
+            Find(v.part) != v.part || Find(v.whole) != v.whole)
+          continue;
+        group_[v.part] = v.whole;  // the output covers the input: it stands for the buffer
+      } else {
+        if (part.desc.nbytes() != whole.desc.nbytes() || lp.writes != 1 || lw.writes > 1) continue;
+        group_[Find(v.part)] = Find(v.whole);
+      }
     }
   }
 
   void Sweep() {
-    // Each buffer (a tensor and its views): live range = hull of its members' ranges.
+    // Each buffer (a tensor and its views, all within its bytes): live range = hull of its
+    // members' ranges.
     std::vector<int> buffers;
     std::vector<Range> range(tensors_.size());
     std::vector<bool> seen(tensors_.size(), false);

@@ -73,7 +73,8 @@ struct KernelSpec {
 };
 
 // Pointers bound for one run. Buffers are distinct unless the compiler placed an output at
-// its input's offset (in-place view ops); inputs are never written.
+// its input's offset (in-place view ops) or a Concat input at its slice of the output
+// (docs/popef.md "Arena plan"); inputs are never written.
 struct KernelContext {
   const void* const* inputs;
   void* const* outputs;

@@ -1,5 +1,8 @@
 // Concat along `axis`, any dtype. Viewed as [outer, axis_dim * inner] per input, the output
 // is, for each outer index, the inputs' slabs back to back, so it is a sequence of memcpys.
+// With one outer slab, an input the memory plan placed at its slice of the output (its
+// producer wrote it there: docs/popef.md "Arena plan") is already in place and is skipped.
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -16,6 +19,10 @@ class ConcatKernel final : public Kernel {
   ConcatKernel(int64_t outer, std::vector<size_t> slab_bytes) : outer_(outer), slab_bytes_(std::move(slab_bytes)) {}
 
   void Run(const KernelContext& ctx) const override {
+    if (outer_ == 1) {
+      RunOneSlab(ctx);
+      return;
+    }
     size_t row_bytes = 0;  // one outer slab of every input
     for (size_t n : slab_bytes_) row_bytes += n;
     // Outer slabs split across the intra-op pool (grain in 4-byte elements).
@@ -33,6 +40,30 @@ class ConcatKernel final : public Kernel {
   }
 
  private:
+  // Each input is one byte range of the output: copy those not already there, split into
+  // chunks across the intra-op pool (one outer slab would otherwise be one thread's work).
+  void RunOneSlab(const KernelContext& ctx) const {
+    struct Chunk {
+      const char* src;
+      char* dst;
+      size_t n;
+    };
+    constexpr size_t kChunkBytes = 64 * 1024;
+    std::vector<Chunk> chunks;
+    char* out = static_cast<char*>(ctx.outputs[0]);
+    for (size_t i = 0; i < slab_bytes_.size(); ++i) {
+      const auto* in = static_cast<const char*>(ctx.inputs[i]);
+      if (in != out)
+        for (size_t done = 0; done < slab_bytes_[i]; done += kChunkBytes)
+          chunks.push_back(Chunk{in + done, out + done, std::min(kChunkBytes, slab_bytes_[i] - done)});
+      out += slab_bytes_[i];
+    }
+    ParallelFor(static_cast<int64_t>(chunks.size()), ItemsPerChunk(kChunkBytes / 4, kStreamingGrain),
+                [&](int64_t begin, int64_t end) {
+                  for (int64_t k = begin; k < end; ++k) std::memcpy(chunks[k].dst, chunks[k].src, chunks[k].n);
+                });
+  }
+
   const int64_t outer_;
   const std::vector<size_t> slab_bytes_;  // per input: bytes of one outer slab
 };
