@@ -165,23 +165,33 @@ def openvino_by_op(onnx_path: str, model, x: np.ndarray, threads: int, iters: in
     feed = np.ascontiguousarray(x.astype(inp.get_element_type().to_dtype()))
     request.infer({0: feed})
     kinds = conv_kinds(model)
-    # The CPU plugin reports each layer's mean time over every inference of the request so far
-    # (integer µs), so one run's time is the difference of two running totals.
-    totals, run_us = [_openvino_layer_totals(request.get_profiling_info(), 1, kinds)], []
-    for k in range(2, iters + 2):
+    readings, run_us = [_openvino_layer_means(request.get_profiling_info(), kinds)], []
+    for _ in range(iters):
         request.infer({0: feed})
         run_us.append(request.latency * 1e3)  # ms of the last inference
-        totals.append(_openvino_layer_totals(request.get_profiling_info(), k, kinds))
-    runs = [[(op, cls, max(0.0, total - before.get(layer, (op, cls, 0.0))[2]))
-             for layer, (op, cls, total) in after.items()]
-            for before, after in zip(totals, totals[1:])]
-    by_op_us, by_class_us = _median_of_runs(runs)
+        readings.append(_openvino_layer_means(request.get_profiling_info(), kinds))
+    by_op_us, by_class_us = _median_of_runs(runs_from_running_means(readings))
     return {"by_op_us": by_op_us, "by_class_us": by_class_us, "run_us": statistics.median(run_us),
             "conv_by_kind_us": _convs_by_kind(by_class_us)}
 
 
-def _openvino_layer_totals(layers, inferences: int, kinds: Dict[str, str]) -> Dict[str, Tuple[str, str, float]]:
-    """{layer: (op, class, µs over the request's `inferences` runs)} of the executed layers."""
+def runs_from_running_means(readings: List[Dict[str, Tuple[str, str, float]]]) -> List[List[Tuple[str, str, float]]]:
+    """OpenVINO's CPU plugin reports each layer's mean time over every inference of the infer
+    request so far (integer µs), so one run's time is the difference of two running totals:
+    readings[k - 1] = {layer: (op, class, mean µs over k inferences)}, k = 1..n; returns runs
+    2..n as (op, class, µs) lists (the first, a warm-up, only starts the totals)."""
+    def totals(k, reading):
+        return {layer: (op, cls, mean * k) for layer, (op, cls, mean) in reading.items()}
+    runs = []
+    for k in range(2, len(readings) + 1):
+        before, after = totals(k - 1, readings[k - 2]), totals(k, readings[k - 1])
+        runs.append([(op, cls, max(0.0, total - before.get(layer, (op, cls, 0.0))[2]))
+                     for layer, (op, cls, total) in after.items()])
+    return runs
+
+
+def _openvino_layer_means(layers, kinds: Dict[str, str]) -> Dict[str, Tuple[str, str, float]]:
+    """{layer: (op, class, mean µs)} of the executed layers of a get_profiling_info()."""
     import openvino as ov
     out = {}
     for layer in layers:
@@ -191,6 +201,5 @@ def _openvino_layer_totals(layers, inferences: int, kinds: Dict[str, str]) -> Di
         if "Conv" in layer.node_type:
             kind = kind_of_layer(layer.node_name, kinds) or ("depthwise (kernel unknown)"
                                                              if "_dw" in layer.exec_type else None)
-        out[layer.node_name] = (layer.node_type, op_class(layer.node_type, kind),
-                                layer.real_time.total_seconds() * 1e6 * inferences)
+        out[layer.node_name] = (layer.node_type, op_class(layer.node_type, kind), layer.real_time.total_seconds() * 1e6)
     return out
