@@ -13,11 +13,7 @@
 #include "tf_popef_op/runtime/cc/kernels/support/target_pragma.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-// GCC 12's 512-bit intrinsics pass _mm512_undefined_*() as the source of their unmasked lanes,
-// which -Wuninitialized reports at every use (GCC bug 105593); nothing here reads it.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
+#include "tf_popef_op/runtime/cc/kernels/support/avx512_intrinsics.h"
 
 TFPOPEF_TARGET_BEGIN("avx2,fma,f16c,avx512f,avx512vl")
 
