@@ -59,7 +59,7 @@ demo: build
 	cd examples/serving_demo && ../../$(PY) run_demo.py
 
 test: build
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q --durations=25 tests
 
 BENCH_STAMP := $(VENV)/.bench-deps-stamp
 
