@@ -11,6 +11,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/cc/kernel_tester.h"
@@ -130,6 +131,14 @@ KERNEL_TEST(VectorMath_SpecialValues_BothPaths) {
     EXPECT_TRUE(one(vm::Sigmoid, inf) == 1.0f && one(vm::Sigmoid, -inf) == 0.0f && std::isnan(one(vm::Sigmoid, nan)));
     EXPECT_TRUE(one(vm::Sigmoid, 0.0f) == 0.5f && one(vm::Sigmoid, -200.0f) == 0.0f);
     EXPECT_TRUE(UlpError(one(vm::Sigmoid, -95.0f), 1.0 / (1.0 + std::exp(95.0))) <= 1.0);  // denormal, not 0
+    // Either side of the normal/denormal boundary (the documented 3 ulp while the result keeps
+    // ~24 bits) and the deepest denormals (1 ulp), -0 (the sign bit picks the x < 0 form there)
+    // and a NaN with its sign bit set.
+    const std::vector<std::pair<float, double>> tails = {
+        {-87.0f, 3.0}, {-87.5f, 3.0}, {-88.0f, 3.0}, {-103.0f, 1.0}, {-103.9f, 1.0}};
+    for (const auto& [v, bound] : tails)
+      EXPECT_TRUE(UlpError(one(vm::Sigmoid, v), 1.0 / (1.0 + std::exp(-static_cast<double>(v)))) <= bound);
+    EXPECT_TRUE(one(vm::Sigmoid, -0.0f) == 0.5f && std::isnan(one(vm::Sigmoid, std::copysign(nan, -1.0f))));
     EXPECT_TRUE(std::isnan(one(vm::Gelu, nan)) && one(vm::Gelu, inf) == inf && one(vm::Gelu, 0.0f) == 0.0f);
     EXPECT_TRUE(std::isnan(one(vm::GeluTanh, nan)) && one(vm::GeluTanh, inf) == inf);
     EXPECT_TRUE(std::isnan(one(vm::Swish, nan)) && one(vm::Swish, inf) == inf && one(vm::Swish, 0.0f) == 0.0f);

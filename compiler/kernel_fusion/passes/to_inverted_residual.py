@@ -5,8 +5,8 @@ of writing and reading it through memory twice.
 
 Rewritten (the NchwcConvs written by to_nchwc_layout, which runs before), per the policy
 (PassContext.inverted_residual, CompilerOptions.inverted_residual):
-  auto  the blocks of batches that measured faster fused (should_fuse: at least MIN_IMAGES
-        images; docs/benchmarks.md, "Fused inverted-residual blocks"), the three steps elsewhere;
+  auto  the blocks of batches that measured faster fused (should_fuse: one image, or at least
+        MIN_IMAGES; docs/benchmarks.md, "Fused inverted-residual blocks"), the three steps elsewhere;
   all   every matching block (for measuring);
   off   none (the pass is left out of the pipeline).
 A block matches when: the expand is a blocked 1x1, stride 1, unpadded, group-1 NchwcConv; the
@@ -30,18 +30,18 @@ from compiler.onnx_graph.type_inference import infer_types
 _NUMPY = {TensorProto.FLOAT: np.float32, TensorProto.FLOAT16: np.float16}
 
 
-# Images a block must have to be fused under policy auto. MobileNetV2 224, 2 threads
-# (benchmarks/bench_inverted_residual.py; docs/benchmarks.md "Fused inverted-residual blocks"):
-# at batch 8 (whole images per work item, 4 per thread) the fused blocks took 0.75x the three
-# steps' time through the model in fp32 and 0.93x in fp16; at batch 1 (each image cut into one
-# run of rows per thread, two coarse items that a busy core holds up, plus the halo rows
-# expanded twice) 1.55x and 3.9x. Batches between were not measured and stay unfused.
+# The batches policy auto fuses, as measured on MobileNetV2 224, 2 threads
+# (benchmarks/bench_inverted_residual.py; docs/benchmarks.md "Fused inverted-residual blocks"),
+# through the model against the three steps: batch 1 (each image cut into one run of rows per
+# thread) 0.92x in fp32 and 0.91x in fp16; batch 8 (whole images per work item, 4 per thread)
+# 0.75x and 0.93x. Batches between were not measured (with fewer images than a multiple of the
+# threads, whole-image items would leave a thread idle) and stay unfused.
 MIN_IMAGES = 8
 
 
 def should_fuse(n: int) -> bool:
     """The measured rule of policy auto for a block on n images."""
-    return n >= MIN_IMAGES
+    return n == 1 or n >= MIN_IMAGES
 
 
 @register("to_inverted_residual", kind="fuse")

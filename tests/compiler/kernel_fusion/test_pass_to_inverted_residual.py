@@ -131,7 +131,9 @@ def test_off_keeps_the_three_steps():
     assert rewritten(out) == [] and sum(n.op_type == "NchwcConv" for n in out.graph.node) == 11
 
 
-def test_auto_fuses_from_the_measured_batch():
+def test_auto_fuses_the_measured_batches():
+    assert rewritten(fused(mobilenet_like(n=1, hw=8), "auto")) == ["a_project", "b_project", "c_project"]
+    assert rewritten(fused(mobilenet_like(n=2), "auto")) == []
     assert rewritten(fused(mobilenet_like(n=MIN_IMAGES - 1), "auto")) == []
     assert rewritten(fused(mobilenet_like(n=MIN_IMAGES, hw=8), "auto")) == ["a_project", "b_project", "c_project"]
 

@@ -23,6 +23,7 @@
 //   Tanh     1.4 ulp (2.2)  tanh(±0) = ±0
 //   Erf      2.5 ulp (0.9)
 //   Sigmoid  2.8 ulp (2.7)  from exp(-|x|), so it never overflows and underflows gracefully
+//                           (2.73 over every 16th float bit pattern, 2.7·10^8 inputs)
 //   Elu      2.1 ulp (0.8)  e^x − 1 accurate for tiny |x| too (an expm1, not exp − 1)
 //   Swish    3.6 ulp (3.3)  for x ≥ -87 (below, sigmoid(x) is a denormal and x·sigmoid keeps
 //                           only its bits, in both paths)
