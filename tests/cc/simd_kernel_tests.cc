@@ -62,6 +62,13 @@ std::vector<float> WideInputs() {
   return x;
 }
 
+// 0.5·x·(1 + erf(x/√2)) as 0.5·x·erfc(−x/√2), which keeps its relative accuracy in double for
+// x << 0 (1 + erf cancels to 0 in double below x ≈ −8.3); −0 at −inf (the limit).
+double GeluExact(double v) {
+  return v == -std::numeric_limits<double>::infinity() ? -0.0 : 0.5 * v * std::erfc(-v * 0.70710678118654752440);
+}
+constexpr double kGeluMaxUlp = 5;  // vector_math.h
+
 struct AccuracyCase {
   const char* name;
   std::function<void(const float*, float*, int64_t)> fn;
@@ -73,7 +80,7 @@ struct AccuracyCase {
 KERNEL_TEST(VectorMath_Accuracy_BothPaths) {
   const std::vector<float> x = WideInputs();
   const double kLowest = -std::numeric_limits<double>::infinity();
-  const double kSqrtHalf = 0.70710678118654752440, kSqrt2OverPi = 0.79788456080286535588;
+  const double kSqrt2OverPi = 0.79788456080286535588;
   const std::vector<AccuracyCase> cases = {
       {"Exp", vm::Exp, [](double v) { return std::exp(v); }, 2, kLowest},
       {"Log", vm::Log, [](double v) { return std::log(v); }, 2, kLowest},
@@ -82,8 +89,8 @@ KERNEL_TEST(VectorMath_Accuracy_BothPaths) {
       {"Sigmoid", vm::Sigmoid, [](double v) { return 1.0 / (1.0 + std::exp(-v)); }, 3, kLowest},
       // x·sigmoid(x) with sigmoid(x) a float denormal (x < -87) keeps only the denormal's bits.
       {"Swish", vm::Swish, [](double v) { return v / (1.0 + std::exp(-v)); }, 4, -87.0},
-      // 1 + erf / 1 + tanh cancel for x < -1 in both paths (the formula, not the functions).
-      {"Gelu", vm::Gelu, [=](double v) { return 0.5 * v * (1.0 + std::erf(v * kSqrtHalf)); }, 6, -1.0},
+      {"Gelu", vm::Gelu, GeluExact, kGeluMaxUlp, kLowest},
+      // 1 + tanh cancels for x < -1 in both paths (the formula, not the function).
       {"GeluTanh", vm::GeluTanh,
        [=](double v) { return 0.5 * v * (1.0 + std::tanh(kSqrt2OverPi * (v + 0.044715 * v * v * v))); }, 6, -1.0},
       {"Elu", [](const float* a, float* b, int64_t n) { vm::Elu(a, b, n, 1.0f, 1.0f); },
@@ -103,6 +110,48 @@ KERNEL_TEST(VectorMath_Accuracy_BothPaths) {
       if (worst > c.max_ulp)
         Fail(std::string(c.name) + ": " + std::to_string(worst) + " ulp at x = " + std::to_string(worst_at) +
              " (documented bound " + std::to_string(c.max_ulp) + ")");
+    }
+  });
+}
+
+// Gelu on every 2^-13 of [-16, 16]: the negative side down to where x·Φ(x) rounds to 0,
+// the denormal results around x = -14, and the crossovers of the polynomial's argument.
+KERNEL_TEST(VectorMath_GeluDenseSweep_BothPaths) {
+  std::vector<float> x;
+  for (int i = -16 * 8192; i <= 16 * 8192; ++i) x.push_back(static_cast<float>(i) / 8192.0f);
+  ForEachSimdPath([&] {
+    std::vector<float> y(x.size());
+    vm::Gelu(x.data(), y.data(), static_cast<int64_t>(x.size()));
+    double worst = 0.0;
+    float worst_at = 0.0f;
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double e = UlpError(y[i], GeluExact(x[i]));
+      if (e > worst) worst = e, worst_at = x[i];
+    }
+    if (worst > kGeluMaxUlp)
+      Fail("Gelu: " + std::to_string(worst) + " ulp at x = " + std::to_string(worst_at) + " (documented bound " +
+           std::to_string(kGeluMaxUlp) + ")");
+  });
+}
+
+// Every tail length of the 8- and 16-lane loops, in place and not, with guard values around.
+KERNEL_TEST(VectorMath_GeluTailsInPlace_BothPaths) {
+  ForEachSimdPath([&] {
+    for (int64_t n = 0; n <= 35; ++n) {
+      std::vector<float> src(static_cast<size_t>(n) + 32, -7.0f), dst(src);
+      for (int64_t i = 0; i < n; ++i) src[16 + i] = 0.37f * static_cast<float>(i) - 6.1f;
+      std::vector<float> in_place(src);
+      vm::Gelu(src.data() + 16, dst.data() + 16, n);
+      vm::Gelu(in_place.data() + 16, in_place.data() + 16, n);
+      for (size_t i = 0; i < src.size(); ++i) {
+        const bool inside = i >= 16 && i < 16 + static_cast<size_t>(n);
+        const double want = inside ? GeluExact(src[i]) : -7.0;
+        if (UlpError(dst[i], want) > kGeluMaxUlp || UlpError(in_place[i], want) > kGeluMaxUlp) {
+          Fail("Gelu, n = " + std::to_string(n) + ": element " + std::to_string(i) + " is " + std::to_string(dst[i]) +
+               " / " + std::to_string(in_place[i]) + " in place, expected " + std::to_string(want));
+          break;
+        }
+      }
     }
   });
 }
@@ -140,6 +189,8 @@ KERNEL_TEST(VectorMath_SpecialValues_BothPaths) {
       EXPECT_TRUE(UlpError(one(vm::Sigmoid, v), 1.0 / (1.0 + std::exp(-static_cast<double>(v)))) <= bound);
     EXPECT_TRUE(one(vm::Sigmoid, -0.0f) == 0.5f && std::isnan(one(vm::Sigmoid, std::copysign(nan, -1.0f))));
     EXPECT_TRUE(std::isnan(one(vm::Gelu, nan)) && one(vm::Gelu, inf) == inf && one(vm::Gelu, 0.0f) == 0.0f);
+    EXPECT_TRUE(same_bits(one(vm::Gelu, -inf), -0.0f) && same_bits(one(vm::Gelu, -20.0f), -0.0f));
+    EXPECT_TRUE(same_bits(one(vm::Gelu, -0.0f), -0.0f) && one(vm::Gelu, 3e38f) == 3e38f);
     EXPECT_TRUE(std::isnan(one(vm::GeluTanh, nan)) && one(vm::GeluTanh, inf) == inf);
     EXPECT_TRUE(std::isnan(one(vm::Swish, nan)) && one(vm::Swish, inf) == inf && one(vm::Swish, 0.0f) == 0.0f);
     float e;
@@ -238,7 +289,7 @@ std::vector<double> Map(const std::vector<double>& x, const std::function<double
 KERNEL_TEST(Unary_LargeTensors_BothPaths_VsReference) {
   const auto x = AsFloat32(RandomValues(NumElements(kBig), -9, 9, 4242));
   auto positive = AsFloat32(RandomValues(NumElements(kBig), 1e-6, 50, 4243));
-  const double s2 = 0.70710678118654752440, k = 0.79788456080286535588;
+  const double k = 0.79788456080286535588;
   ForEachSimdPath([&] {
     auto check = [&](const char* op, const std::vector<double>& in, const std::function<double(double)>& f,
                      nlohmann::json attrs) {
@@ -254,13 +305,13 @@ KERNEL_TEST(Unary_LargeTensors_BothPaths_VsReference) {
     check("Elu", x, [](double v) { return v < 0 ? 0.7 * std::expm1(v) : v; }, {{"alpha", 0.7}});
     check("Selu", x, [](double v) { return 1.05 * (v < 0 ? 1.67 * std::expm1(v) : v); },
           {{"alpha", 1.67}, {"gamma", 1.05}});
-    // Gelu's 1 + erf cancels for x << 0, where only an absolute bound is meaningful.
     KernelTester("Gelu")
         .Attr("approximate", "none")
         .AddInput(F32, kBig, x)
-        .AddOutput(F32, kBig, Map(x, [&](double v) { return 0.5 * v * (1 + std::erf(v * s2)); }))
-        .Tolerance(1e-7, 1e-6)
+        .AddOutput(F32, kBig, Map(x, GeluExact))
+        .Tolerance(1e-30, 1e-6)
         .Run();
+    // GeluTanh's 1 + tanh cancels for x << 0, where only an absolute bound is meaningful.
     KernelTester("Gelu")
         .Attr("approximate", "tanh")
         .AddInput(F32, kBig, x)

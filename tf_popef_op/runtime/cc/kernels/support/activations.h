@@ -54,8 +54,13 @@ inline float Tanh(float x) { return std::tanh(x); }
 inline float ScaledTanh(float x, float alpha, float beta) { return alpha * std::tanh(beta * x); }
 // x < 0 ? alpha·(e^x − 1) : x, all times `scale` (Elu: scale 1; Selu: alpha, gamma).
 inline float Elu(float x, float alpha, float scale = 1.0f) { return scale * (x < 0.0f ? alpha * std::expm1(x) : x); }
-// 0.5·x·(1 + erf(x/√2)).
-inline float Gelu(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.7071067811865476f)); }
+// 0.5·x·(1 + erf(x/√2)) = 0.5·x·erfc(−x/√2): erfc in double keeps the relative accuracy for
+// x << 0, where 1 + erf cancels. Below −14.5 the result is under half the smallest denormal
+// (−0; also the limit at −inf, which the formula would turn into −inf·0 = NaN).
+inline float Gelu(float x) {
+  if (x < -14.5f) return -0.0f;
+  return static_cast<float>(0.5 * x * std::erfc(-0.70710678118654752440 * x));
+}
 // 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
 inline float GeluTanh(float x) {
   const float k = 0.7978845608028654f;  // sqrt(2/pi)

@@ -78,7 +78,15 @@ bool CpuHas(SimdPath path) {
 
 const PathTable* TableFor(SimdPath path) {
 #ifdef TFPOPEF_HAVE_AVX2_PATH
-  if (UsesAvx2(path)) return &kAvx2Table;
+  if (path == SimdPath::kAvx512) {
+    static const PathTable avx512 = [] {
+      PathTable table = kAvx2Table;
+      table.gelu = Avx512Gelu;
+      return table;
+    }();
+    return &avx512;
+  }
+  if (path == SimdPath::kAvx2) return &kAvx2Table;
 #endif
   (void)path;
   return &kPortableTable;

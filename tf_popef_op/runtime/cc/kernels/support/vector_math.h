@@ -2,7 +2,8 @@
 // per process at run time so one build runs on every x86-64 host:
 //   - AVX2+FMA: 8 lanes at a time (vector_math_avx2.cc, compiled for AVX2+FMA whatever the
 //     build's -march, only called after the CPU says it has both);
-//   - AVX-512: the AVX2+FMA math, and kernels whose register tiles need more than AVX2's 16
+//   - AVX-512: the AVX2+FMA math but Gelu on 16 lanes (vector_math_avx512.cc), and kernels
+//     whose register tiles need more than AVX2's 16
 //     vector registers (the NCHW8c convolution) use AVX-512VL's 32 (still 8-lane vectors:
 //     on AMD Zen 4, which splits 16-lane operations in two, they reach the same FLOP rate);
 //   - portable: plain loops over the std:: functions (any CPU, any compiler).
@@ -27,11 +28,13 @@
 //   Elu      2.1 ulp (0.8)  e^x − 1 accurate for tiny |x| too (an expm1, not exp − 1)
 //   Swish    3.6 ulp (3.3)  for x ≥ -87 (below, sigmoid(x) is a denormal and x·sigmoid keeps
 //                           only its bits, in both paths)
-//   Gelu     3.8 ulp (2.4), GeluTanh 3.6 ulp (4.8) for x ≥ -1; below, 1 + erf/tanh cancels in
-//            the formula itself (~100-200 ulp near x = -3 in both paths, i.e. an absolute
-//            error < 1e-7)
+//   Gelu     4.9 ulp (0.5: erfc in double) everywhere, also on every 2^-16 of [-16, 16] (AVX2
+//            and AVX-512 alike): x·Φ(x) with Φ from erfc, not 1 + erf, so x << 0 keeps its
+//            relative accuracy down to the denormal results near x = -14; Gelu(-inf) = -0
+//   GeluTanh 3.6 ulp (4.8) for x ≥ -1; below, 1 + tanh cancels in the formula itself
+//            (~100-200 ulp near x = -3 in both paths, i.e. an absolute error < 1e-7)
 // tests/cc/simd_kernel_tests.cc (VectorMath_Accuracy_BothPaths) enforces bounds of 2 ulp for
-// Exp/Log, 3 for Tanh/Sigmoid/Elu, 4 for Erf/Swish, 6 for Gelu/GeluTanh, on both paths.
+// Exp/Log, 3 for Tanh/Sigmoid/Elu, 4 for Erf/Swish, 5 for Gelu, 6 for GeluTanh, on every path.
 #pragma once
 
 #include <cstdint>
@@ -67,7 +70,7 @@ void Erf(const float* x, float* y, int64_t n);
 void Sigmoid(const float* x, float* y, int64_t n);
 // x · sigmoid(x) (SiLU).
 void Swish(const float* x, float* y, int64_t n);
-// 0.5·x·(1 + erf(x/√2)).
+// 0.5·x·(1 + erf(x/√2)) = x·Φ(x).
 void Gelu(const float* x, float* y, int64_t n);
 // 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
 void GeluTanh(const float* x, float* y, int64_t n);

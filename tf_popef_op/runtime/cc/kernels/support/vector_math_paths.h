@@ -24,6 +24,9 @@ struct PathTable {
 extern const PathTable kPortableTable;
 // Defined only on x86-64 builds (vector_math_avx2.cc); call only when CpuHasAvx2Fma().
 extern const PathTable kAvx2Table;
+// The AVX-512 path: kAvx2Table but for what vector_math_avx512.cc defines (x86-64 builds only;
+// call only when CpuHasAvx512()).
+void Avx512Gelu(const float* x, float* y, int64_t n);
 
 }  // namespace vmath
 }  // namespace kernels

@@ -1,0 +1,83 @@
+// The functions of vector_math.h's AVX-512 path that gain from 16 lanes and AVX-512's
+// instructions (the rest of that path is the AVX2 code): Gelu, whose division, exponent
+// scaling (vscalefps rounds denormal results once) and sign blend are each one instruction
+// here; on AMD Zen 4 it takes ~0.6 of the AVX2 version's time per element. Compiled for
+// AVX-512F whatever the build's -march (target_pragma.h); entered only through vector_math.cc
+// after the CPU check.
+#include <cstdint>
+
+#include "tf_popef_op/runtime/cc/kernels/support/target_pragma.h"
+#include "tf_popef_op/runtime/cc/kernels/support/vector_math_paths.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include "tf_popef_op/runtime/cc/kernels/support/avx512_intrinsics.h"
+
+TFPOPEF_TARGET_BEGIN("avx2,fma,avx512f")
+
+namespace tfpopef {
+namespace kernels {
+namespace vmath {
+namespace {
+
+inline __m512 Set(float v) { return _mm512_set1_ps(v); }
+
+// vector_math_avx2.cc's Gelu8 (which explains each step) on 16 lanes.
+inline __m512 Gelu16(__m512 x) {
+  const __m512 xc = _mm512_max_ps(Set(-14.5f), x);  // NaN stays NaN (max returns its 2nd operand)
+  const __m512 t = _mm512_min_ps(_mm512_abs_ps(xc), Set(14.5f));
+  const __m512 d = _mm512_fmadd_ps(t, Set(0.3f), Set(1.0f));
+  const __m512 d_error = _mm512_fmadd_ps(t, Set(0.3f), _mm512_sub_ps(Set(1.0f), d));
+  const __m512 w = _mm512_div_ps(Set(1.0f), d);
+  const __m512 w_error = _mm512_fnmadd_ps(w, d_error, _mm512_fnmadd_ps(w, d, Set(1.0f)));
+  __m512 p = Set(-2.062346928e-02f);
+  p = _mm512_fmadd_ps(p, w, Set(1.124356143e-01f));
+  p = _mm512_fmadd_ps(p, w, Set(-2.282136023e-01f));
+  p = _mm512_fmadd_ps(p, w, Set(1.917845377e-01f));
+  p = _mm512_fmadd_ps(p, w, Set(-7.942349356e-02f));
+  p = _mm512_fmadd_ps(p, w, Set(9.615683386e-02f));
+  p = _mm512_fmadd_ps(p, w, Set(7.838964906e-02f));
+  p = _mm512_fmadd_ps(p, w, Set(1.102354249e-01f));
+  p = _mm512_fmadd_ps(p, w, Set(1.195718139e-01f));
+  p = _mm512_fmadd_ps(p, w, Set(1.196866898e-01f));
+  __m512 q = _mm512_mul_ps(w, p);
+  q = _mm512_fmadd_ps(_mm512_mul_ps(q, w_error), _mm512_fmadd_ps(w, Set(1.76f), Set(0.9f)), q);
+  const __m512 a = _mm512_mul_ps(t, t);
+  const __m512 b = _mm512_fmsub_ps(t, t, a);
+  const __m512 half_a = _mm512_mul_ps(a, Set(-0.5f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(half_a, Set(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, Set(0.693359375f), half_a);
+  r = _mm512_fnmadd_ps(n, Set(-2.12194440e-4f), r);
+  r = _mm512_fnmadd_ps(b, Set(0.5f), r);
+  __m512 e = Set(1.9875691500e-4f);
+  e = _mm512_fmadd_ps(e, r, Set(1.3981999507e-3f));
+  e = _mm512_fmadd_ps(e, r, Set(8.3334519073e-3f));
+  e = _mm512_fmadd_ps(e, r, Set(4.1665795894e-2f));
+  e = _mm512_fmadd_ps(e, r, Set(1.6666665459e-1f));
+  e = _mm512_fmadd_ps(e, r, Set(5.0000001201e-1f));
+  e = _mm512_fmadd_ps(e, _mm512_mul_ps(r, r), _mm512_add_ps(r, Set(1.0f)));
+  const __m512 u = _mm512_mul_ps(e, q);  // Φ(−t) / 2^n
+  const __m512 negative = _mm512_scalef_ps(_mm512_mul_ps(xc, u), n);
+  const __m512 one_minus = _mm512_fnmadd_ps(_mm512_scalef_ps(u, n), Set(1.0f), Set(1.0f));
+  return _mm512_mask_mul_ps(negative, _mm512_cmp_ps_mask(x, Set(0.0f), _CMP_GT_OQ), x, one_minus);
+}
+
+}  // namespace
+
+void Avx512Gelu(const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, Gelu16(_mm512_loadu_ps(x + i)));
+  if (i < n) {
+    // Masked loads read nothing beyond the array (no fault); the dropped lanes hold 0.
+    const __mmask16 mask = static_cast<__mmask16>((1u << (n - i)) - 1u);
+    _mm512_mask_storeu_ps(y + i, mask, Gelu16(_mm512_maskz_loadu_ps(mask, x + i)));
+  }
+}
+
+}  // namespace vmath
+}  // namespace kernels
+}  // namespace tfpopef
+
+TFPOPEF_TARGET_END()
+
+#endif  // x86-64
