@@ -509,7 +509,7 @@ KERNEL_TEST(NchwcAveragePool_EveryPath_Float32AndFloat16_VsNaive) {
             .Tolerance(1e-6, dtype == F16 ? 1e-3 : 1e-6)
             .Concurrently(2, 2)
             .Run();
-        if (dtype == F16) {  // float16 sums and divides in float32 and rounds once: the float32 pool, rounded
+        if (dtype == F16) {  // float16 averages in float32 and rounds once: the float32 pool, rounded
           const std::vector<double> y32 = tester(F32, ToBlocked(y, k.n, k.c, oh * ow)).RunAndGetOutput(0);
           tester(F16, AsFloat16(y32)).Tolerance(0, 0).Run();
         }

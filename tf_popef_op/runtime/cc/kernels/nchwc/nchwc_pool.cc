@@ -1,7 +1,8 @@
 // NchwcMaxPool and NchwcAveragePool: 2-D pooling on the blocked NCHW8c layout (docs/popef.md,
 // "Blocked layout"): X [N, C/8, H, W, 8] -> Y [N, C/8, OH, OW, 8], float32 or float16 (widened
-// in registers: max pooling compares float16 as float32, exact; average pooling sums and
-// divides in float32 and rounds once). Attributes kernel_shape, strides, dilations, pads [top, left, bottom, right].
+// in registers: max pooling compares float16 as float32, exact; average pooling averages in
+// float32 and rounds once). Attributes kernel_shape, strides, dilations, pads [top, left,
+// bottom, right].
 // Windows are clipped to the input, so ceil_mode needs only Y's larger shape (OH/OW may exceed
 // the floor formula by one).
 // - NchwcMaxPool: padding never wins; with zero_pads = 1 (a zero Pad the compiler folded in,
