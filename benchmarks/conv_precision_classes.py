@@ -68,7 +68,8 @@ def print_excess(steps, kinds, top):
     print(f"  top {top} steps by float16 excess:")
     for node in sorted(nodes, key=lambda n: us("fp32", n) - us("fp16", n))[:top]:
         f32, f16 = us("fp32", node), us("fp16", node)
-        print(f"    {node[:44]:44s} {op(node)[:18]:18s} {kinds.get(node, ''):8s} {f32:8.1f} {f16:8.1f} {f16 - f32:+8.1f}")
+        print(f"    {node[:44]:44s} {op(node)[:18]:18s} {kinds.get(node, ''):8s} "
+              f"{f32:8.1f} {f16:8.1f} {f16 - f32:+8.1f}")
 
 
 def main(argv=None):
