@@ -498,14 +498,21 @@ KERNEL_TEST(NchwcAveragePool_EveryPath_Float32AndFloat16_VsNaive) {
               const int64_t count = k.count_include_pad ? padded : inside;
               y[static_cast<size_t>((p * oh + i) * ow + j)] = count ? sum / static_cast<double>(count) : 0.0;
             }
-        KernelTester("NchwcAveragePool")
-            .Attrs({{"kernel_shape", {k.kh, k.kw}}, {"strides", {k.sh, k.sw}}, {"dilations", {k.dh, k.dw}},
-                    {"pads", {k.pt, k.pl, k.pb, k.pr}}, {"count_include_pad", k.count_include_pad ? 1 : 0}})
-            .AddInput(dtype, {k.n, k.c / B, k.h, k.w, B}, ToBlocked(x, k.n, k.c, k.h * k.w))
-            .AddOutput(dtype, {k.n, k.c / B, oh, ow, B}, ToBlocked(y, k.n, k.c, oh * ow))
+        auto tester = [&](DType y_dtype, const std::vector<double>& expected) {
+          return KernelTester("NchwcAveragePool")
+              .Attrs({{"kernel_shape", {k.kh, k.kw}}, {"strides", {k.sh, k.sw}}, {"dilations", {k.dh, k.dw}},
+                      {"pads", {k.pt, k.pl, k.pb, k.pr}}, {"count_include_pad", k.count_include_pad ? 1 : 0}})
+              .AddInput(y_dtype, {k.n, k.c / B, k.h, k.w, B}, ToBlocked(x, k.n, k.c, k.h * k.w))
+              .AddOutput(y_dtype, {k.n, k.c / B, oh, ow, B}, expected);
+        };
+        tester(dtype, ToBlocked(y, k.n, k.c, oh * ow))
             .Tolerance(1e-6, dtype == F16 ? 1e-3 : 1e-6)
             .Concurrently(2, 2)
             .Run();
+        if (dtype == F16) {  // float16 averages in float32 and rounds once: the float32 pool, rounded
+          const std::vector<double> y32 = tester(F32, ToBlocked(y, k.n, k.c, oh * ow)).RunAndGetOutput(0);
+          tester(F16, AsFloat16(y32)).Tolerance(0, 0).Run();
+        }
       }
   });
   auto pool = [](int64_t count_include_pad, int64_t oh) {

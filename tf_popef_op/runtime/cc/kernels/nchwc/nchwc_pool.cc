@@ -1,7 +1,8 @@
 // NchwcMaxPool and NchwcAveragePool: 2-D pooling on the blocked NCHW8c layout (docs/popef.md,
-// "Blocked layout"): X [N, C/8, H, W, 8] -> Y [N, C/8, OH, OW, 8], float32 or float16 (max
-// pooling compares float16 as float32 in registers, exact; average pooling through
-// fp16_adapter.h). Attributes kernel_shape, strides, dilations, pads [top, left, bottom, right].
+// "Blocked layout"): X [N, C/8, H, W, 8] -> Y [N, C/8, OH, OW, 8], float32 or float16 (widened
+// in registers: max pooling compares float16 as float32, exact; average pooling averages in
+// float32 and rounds once). Attributes kernel_shape, strides, dilations, pads [top, left,
+// bottom, right].
 // Windows are clipped to the input, so ceil_mode needs only Y's larger shape (OH/OW may exceed
 // the floor formula by one).
 // - NchwcMaxPool: padding never wins; with zero_pads = 1 (a zero Pad the compiler folded in,
@@ -13,7 +14,6 @@
 
 #include "tf_popef_op/runtime/cc/kernels/nchwc/nchwc_checks.h"
 #include "tf_popef_op/runtime/cc/kernels/nchwc/nchwc_tiles.h"
-#include "tf_popef_op/runtime/cc/kernels/support/fp16_adapter.h"
 #include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
 
 namespace tfpopef {
@@ -21,7 +21,7 @@ namespace kernels {
 namespace {
 
 // AT: the element type of X and Y (float, or uint16_t for float16); RowFn: NchwcMaxPoolRowFn<AT>
-// (flag: zero_pads) or NchwcAveragePoolRowFn (flag: count_include_pad).
+// (flag: zero_pads) or NchwcAveragePoolRowFn<AT> (flag: count_include_pad).
 template <typename AT, typename RowFn>
 class NchwcPoolKernel final : public Kernel {
  public:
@@ -86,13 +86,6 @@ bool ReadFlag(const KernelSpec& spec, const char* name) {
   return v == 1;
 }
 
-std::unique_ptr<Kernel> CreateFloat32NchwcAveragePool(const KernelSpec& spec) {
-  const bool count_include_pad = ReadFlag(spec, "count_include_pad");
-  const NchwcGeometry g = ReadPoolGeometry(spec, false);
-  return std::make_unique<NchwcPoolKernel<float, NchwcAveragePoolRowFn>>(g, count_include_pad, spec.inputs[0].shape[0],
-                                                                         NchwcTiles().average_pool_row);
-}
-
 std::unique_ptr<Kernel> CreateNchwcMaxPool(const KernelSpec& spec) {
   CheckArity(spec, 1, 1, 1);
   CheckSameDType(spec, {DType::kFloat32, DType::kFloat16});
@@ -109,7 +102,15 @@ std::unique_ptr<Kernel> CreateNchwcMaxPool(const KernelSpec& spec) {
 std::unique_ptr<Kernel> CreateNchwcAveragePool(const KernelSpec& spec) {
   CheckArity(spec, 1, 1, 1);
   CheckSameDType(spec, {DType::kFloat32, DType::kFloat16});
-  return WithFloat16Support(spec, CreateFloat32NchwcAveragePool);
+  const bool count_include_pad = ReadFlag(spec, "count_include_pad");
+  const NchwcGeometry g = ReadPoolGeometry(spec, false);
+  const int64_t n = spec.inputs[0].shape[0];
+  const NchwcTileFns& tiles = NchwcTiles();
+  if (spec.inputs[0].dtype == DType::kFloat16)
+    return std::make_unique<NchwcPoolKernel<uint16_t, NchwcAveragePoolRowFn<uint16_t>>>(g, count_include_pad, n,
+                                                                                        tiles.average_pool_row_half);
+  return std::make_unique<NchwcPoolKernel<float, NchwcAveragePoolRowFn<float>>>(g, count_include_pad, n,
+                                                                              tiles.average_pool_row);
 }
 
 }  // namespace

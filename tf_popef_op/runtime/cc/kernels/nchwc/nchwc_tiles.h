@@ -96,11 +96,13 @@ using NchwcDepthwiseRowFn = void (*)(const NchwcGeometry& g, const AT* x, const 
 template <typename AT>
 using NchwcMaxPoolRowFn = void (*)(const NchwcGeometry& g, bool zero_pads, const AT* x, AT* y, int64_t n,
                                    int64_t cb, int64_t oy);
-// Average pooling, the same row: each window's sum over its taps inside the input, divided by
-// their count, or with count_include_pad by the count of its taps inside the padded input
-// [-pad_top, h + pad_bottom) x [-pad_left, w + pad_right) (0 where a window has no taps).
-using NchwcAveragePoolRowFn = void (*)(const NchwcGeometry& g, bool count_include_pad, const float* x, float* y,
-                                       int64_t n, int64_t cb, int64_t oy);
+// Average pooling, the same row: each window's sum over its taps inside the input times the
+// reciprocal of their count, or with count_include_pad of the count of its taps inside the
+// padded input [-pad_top, h + pad_bottom) x [-pad_left, w + pad_right) (0 where a window has
+// no taps).
+template <typename AT>
+using NchwcAveragePoolRowFn = void (*)(const NchwcGeometry& g, bool count_include_pad, const AT* x, AT* y, int64_t n,
+                                       int64_t cb, int64_t oy);
 
 struct NchwcTileFns {
   NchwcConvRowFn<float, float> conv_row;
@@ -110,7 +112,8 @@ struct NchwcTileFns {
   NchwcDepthwiseRowFn<uint16_t> depthwise_row_half;
   NchwcMaxPoolRowFn<float> max_pool_row;
   NchwcMaxPoolRowFn<uint16_t> max_pool_row_half;
-  NchwcAveragePoolRowFn average_pool_row;
+  NchwcAveragePoolRowFn<float> average_pool_row;
+  NchwcAveragePoolRowFn<uint16_t> average_pool_row_half;
 };
 
 // The build for this host's SIMD path (vector_math.h's ActivePath, TF_POPEF_SIMD).
