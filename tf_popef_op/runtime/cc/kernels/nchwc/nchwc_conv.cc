@@ -152,7 +152,13 @@ class NchwcConvKernel final : public Kernel {
         }
       }
     };
-    ParallelFor(items, ItemsPerChunk(item_macs, kChunkMacs), run);
+    int64_t items_per_chunk = ItemsPerChunk(item_macs, kChunkMacs);
+    // A depthwise item streams as many values as it multiplies: a 1x1 one (DenseNet's
+    // per-channel affines) carries so few multiply-adds that a chunk of them would hold a
+    // whole layer, which then runs on one thread. Cap its chunks at a streaming loop's grain.
+    if (p_.depthwise)
+      items_per_chunk = std::min(items_per_chunk, ItemsPerChunk(p_.segment * kNchwcBlock, kStreamingGrain));
+    ParallelFor(items, items_per_chunk, run);
   }
 
   // X with its pads written as zeros, one (image, block) plane per work item; returns the copy.
