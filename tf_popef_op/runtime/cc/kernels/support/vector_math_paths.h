@@ -7,6 +7,12 @@ namespace tfpopef {
 namespace kernels {
 namespace vmath {
 
+// P of Φ(−t) = e^(−t²/2)·w·P(w), highest degree first: the Gelu of vector_math_avx2.cc (which
+// explains its steps) and of vector_math_avx512.cc.
+inline constexpr float kGeluPhiPoly[10] = {
+    -2.062346928e-02f, 1.124356143e-01f,  -2.282136023e-01f, 1.917845377e-01f, -7.942349356e-02f,
+    9.615683386e-02f,  7.838964906e-02f,  1.102354249e-01f,  1.195718139e-01f, 1.196866898e-01f};
+
 struct PathTable {
   void (*exp)(const float*, float*, int64_t);
   void (*log)(const float*, float*, int64_t);
