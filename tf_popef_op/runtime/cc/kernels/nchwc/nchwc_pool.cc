@@ -86,31 +86,32 @@ bool ReadFlag(const KernelSpec& spec, const char* name) {
   return v == 1;
 }
 
+// The pool kernel for X's dtype, from one pooling's float32 and float16 rows.
+template <typename FloatRow, typename HalfRow>
+std::unique_ptr<Kernel> MakePoolKernel(const KernelSpec& spec, const NchwcGeometry& g, bool flag, FloatRow row,
+                                       HalfRow row_half) {
+  const int64_t n = spec.inputs[0].shape[0];
+  if (spec.inputs[0].dtype == DType::kFloat16)
+    return std::make_unique<NchwcPoolKernel<uint16_t, HalfRow>>(g, flag, n, row_half);
+  return std::make_unique<NchwcPoolKernel<float, FloatRow>>(g, flag, n, row);
+}
+
 std::unique_ptr<Kernel> CreateNchwcMaxPool(const KernelSpec& spec) {
   CheckArity(spec, 1, 1, 1);
   CheckSameDType(spec, {DType::kFloat32, DType::kFloat16});
   const bool zero_pads = ReadFlag(spec, "zero_pads");
-  const NchwcGeometry g = ReadPoolGeometry(spec, zero_pads);
-  const int64_t n = spec.inputs[0].shape[0];
   const NchwcTileFns& tiles = NchwcTiles();
-  if (spec.inputs[0].dtype == DType::kFloat16)
-    return std::make_unique<NchwcPoolKernel<uint16_t, NchwcMaxPoolRowFn<uint16_t>>>(g, zero_pads, n,
-                                                                                  tiles.max_pool_row_half);
-  return std::make_unique<NchwcPoolKernel<float, NchwcMaxPoolRowFn<float>>>(g, zero_pads, n, tiles.max_pool_row);
+  return MakePoolKernel(spec, ReadPoolGeometry(spec, zero_pads), zero_pads, tiles.max_pool_row,
+                        tiles.max_pool_row_half);
 }
 
 std::unique_ptr<Kernel> CreateNchwcAveragePool(const KernelSpec& spec) {
   CheckArity(spec, 1, 1, 1);
   CheckSameDType(spec, {DType::kFloat32, DType::kFloat16});
   const bool count_include_pad = ReadFlag(spec, "count_include_pad");
-  const NchwcGeometry g = ReadPoolGeometry(spec, false);
-  const int64_t n = spec.inputs[0].shape[0];
   const NchwcTileFns& tiles = NchwcTiles();
-  if (spec.inputs[0].dtype == DType::kFloat16)
-    return std::make_unique<NchwcPoolKernel<uint16_t, NchwcAveragePoolRowFn<uint16_t>>>(g, count_include_pad, n,
-                                                                                        tiles.average_pool_row_half);
-  return std::make_unique<NchwcPoolKernel<float, NchwcAveragePoolRowFn<float>>>(g, count_include_pad, n,
-                                                                              tiles.average_pool_row);
+  return MakePoolKernel(spec, ReadPoolGeometry(spec, false), count_include_pad, tiles.average_pool_row,
+                        tiles.average_pool_row_half);
 }
 
 }  // namespace
