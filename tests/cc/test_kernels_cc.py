@@ -1,10 +1,11 @@
-"""Builds the C++ kernel test harness (tests/cc/kernel_tests.cc + every .cc under kernels/) with g++
-and runs it; fails with the harness output if any case fails.
+"""Builds the C++ kernel test harness (tests/cc/*.cc) against the runtime library and runs it;
+fails with the harness output if any case fails.
 
-Independent of the runtime's CMake build: include paths come from the Python packages
-(nlohmann_json, scipy_openblas32) so the kernels can be tested on their own. Objects are
-compiled two at a time (the CI machine has 2 cores) at -O1 with a precompiled nlohmann/json
-header to keep the build short.
+The harness links the built libtfpopef_runtime.so, so it tests the shipped -O3 kernels on every
+SIMD path (the cases switch paths through the environment) and compiles only the test files.
+Include paths come from the Python packages (nlohmann_json, scipy_openblas32). A library older
+than a runtime source fails the build with the command that rebuilds it. Objects are compiled
+two at a time (the CI machine has 2 cores) at -O1 with a precompiled nlohmann/json header.
 """
 
 import os
@@ -18,7 +19,9 @@ import time
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-KERNELS = REPO / "tf_popef_op" / "runtime" / "cc" / "kernels"
+RUNTIME_SOURCES = REPO / "tf_popef_op" / "runtime" / "cc"
+RUNTIME_LIB_DIR = REPO / "tf_popef_op" / "lib"
+RUNTIME_LIB = RUNTIME_LIB_DIR / "libtfpopef_runtime.so"
 HARNESS = pathlib.Path(__file__).resolve().parent / "kernel_tests.cc"
 CXX = os.environ.get("CXX", "g++")
 JOBS = 2
@@ -33,13 +36,12 @@ def _flags():
     includes = [str(REPO), str(nlohmann_json.get_include()), scipy_openblas32.get_include_dir()]
     compile_flags = ["-std=c++17", "-O1", "-g0", "-Wall", "-Wextra", "-pthread"]
     compile_flags += [f"-I{d}" for d in includes]
-    lib_dir = scipy_openblas32.get_lib_dir()
-    link_flags = [f"-L{lib_dir}", f"-Wl,-rpath,{lib_dir}", "-lscipy_openblas", "-lz", "-pthread"]
+    link_flags = [f"-L{RUNTIME_LIB_DIR}", f"-Wl,-rpath,{RUNTIME_LIB_DIR}", "-ltfpopef_runtime", "-pthread"]
     return compile_flags, link_flags
 
 
-# Every translation unit includes nlohmann/json.hpp (through kernel.h), which is most of its
-# compile time; precompiling it once roughly halves the build.
+# Most test files include nlohmann/json.hpp (through kernel.h), which is most of their compile
+# time; it is precompiled once.
 PCH_HEADERS = ["nlohmann/json.hpp", "functional", "memory", "string", "vector"]
 
 
@@ -97,12 +99,24 @@ def harness_binary():
         yield _build(pathlib.Path(tmp))
 
 
+def _check_runtime_library():
+    """Fails unless the runtime library exists and is newer than every runtime source."""
+    rebuild = "build it with `make build` (or `python setup.py build_ext --inplace`)"
+    if not RUNTIME_LIB.exists():
+        pytest.fail(f"{RUNTIME_LIB} not found: {rebuild}", pytrace=False)
+    built = RUNTIME_LIB.stat().st_mtime
+    stale = [p for p in RUNTIME_SOURCES.rglob("*") if p.suffix in (".cc", ".h", ".inc") and p.stat().st_mtime > built]
+    if stale:
+        names = ", ".join(str(p.relative_to(REPO)) for p in sorted(stale)[:3])
+        pytest.fail(f"{RUNTIME_LIB.name} is older than {names}: {rebuild}", pytrace=False)
+
+
 def _build(build_dir):
+    _check_runtime_library()
     compile_flags, link_flags = _flags()
     # kernel_tests.cc (with main) first: the slowest file first balances the 2 jobs; more test
     # files (*_kernel_tests.cc) register their cases with the same harness.
-    sources = [HARNESS] + sorted(HARNESS.parent.glob("*_kernel_tests.cc")) + sorted(KERNELS.rglob("*.cc"))
-    assert len(sources) > 1, f"no kernel sources found in {KERNELS}"
+    sources = [HARNESS] + sorted(HARNESS.parent.glob("*_kernel_tests.cc"))
     compile_flags += _precompiled_header(build_dir, compile_flags)
     objects = _compile_all(sources, build_dir, compile_flags)
     binary = build_dir / "kernel_tests"
