@@ -152,8 +152,8 @@ def test_mobilenet_v2_block_after_the_kernel_fusions():
     model = mobilenet_v2_block()
     # it sees what fuse_epilogue / fuse_elementwise_chain wrote (only passes on its output follow;
     # the fused block's is left out here: test_pass_to_inverted_residual.py)
-    assert KERNEL_FUSION_PIPELINE[-4:] == [PASS, "fold_transposes_into_nchwc_reorders", "to_winograd_conv",
-                                           "to_inverted_residual"]
+    assert KERNEL_FUSION_PIPELINE[-5:] == [PASS, "fold_transposes_into_nchwc_reorders", "to_winograd_conv",
+                                           "fold_channel_scale_into_nchwc_conv", "to_inverted_residual"]
     out = run_kernel_fusions(model, inverted_residual="off")
     assert op_types(out) == ["NchwcConv"] * 5 + ["ReduceMean", "FromNchwc"]
     project = node_named(out, "project")
@@ -487,10 +487,12 @@ def test_squeeze_and_excite_stays_blocked(mean, opset):
     model = squeeze_and_excite(mean, opset)
     out = run_kernel_fusions(model)
     # the reduce conv (M = 4) runs padded to one block: only the input and the output are converted
-    assert counts(out) == {"ToNchwc": 1, "NchwcConv": 5, "ReduceMean": 1, "FromNchwc": 1, "Mul": 1}
+    assert counts(out) == {"ToNchwc": 1, "NchwcConv": 5, "ReduceMean": 1, "FromNchwc": 1}
     squeeze = node_named(out, "squeeze")
     assert squeeze.input[0] == "depthwise__nchwc" and squeeze.output[0] == "squeeze__nchwc"
-    assert node_named(out, "scaled").input[:] == ["depthwise__nchwc", "gate__nchwc"]
+    # the blocked excitation Mul, folded into the project conv (fold_channel_scale_into_nchwc_conv)
+    [project] = [n for n in out.graph.node if n.op_type == "NchwcConv" and len(n.input) == 5]
+    assert project.input[0] == "depthwise__nchwc" and project.input[4] == "gate__nchwc"
     reduce, excite = node_named(out, "reduce"), node_named(out, "excite")
     assert reduce.op_type == excite.op_type == "NchwcConv" and excite.input[0] == reduce.output[0]
     assert init_shape(out, reduce.input[1]) == (1, 4, 1, 1, 8, 8) and init_shape(out, reduce.input[2]) == (8,)
