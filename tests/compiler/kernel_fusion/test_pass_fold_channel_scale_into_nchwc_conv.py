@@ -11,6 +11,7 @@ from onnx import helper
 
 from compiler.converter.pipeline import prepare_control_flow_body
 from compiler.kernel_fusion import KERNEL_FUSION_PIPELINE, run_kernel_fusions
+from compiler.kernel_fusion.passes.fold_channel_scale_into_nchwc_conv import F32_MIN_PIXELS_PER_OUTPUT
 from compiler.lowering.lower_graph import lower_graph
 from compiler.lowering.weights import WeightStore
 from compiler.onnx_graph.tensor_types import write_type
@@ -103,6 +104,17 @@ def test_float16_block_matches_onnxruntime_within_float16_tolerance():
     out = fused(model)
     assert len(scaled_convs(out)) == 1 and not [n for n in out.graph.node if n.op_type == "Mul"]
     check(model, out, 1e-2)
+
+
+def test_float32_folds_where_the_pixels_repay_the_weight_copies():
+    """H·W >= F32_MIN_PIXELS_PER_OUTPUT · M in float32 (here 16 pixels against 8 outputs: stays);
+    float16 folds every block."""
+    assert 16 < F32_MIN_PIXELS_PER_OUTPUT * 8
+    model = mbconv(hw=4)
+    out = fused(model)
+    assert scaled_convs(out) == [] and [n.name for n in out.graph.node if n.op_type == "Mul"] == ["excite_mul"]
+    check(model, out, 1e-4)
+    assert len(scaled_convs(fused(mbconv(hw=4, dtype=F16)))) == 1
 
 
 @pytest.mark.parametrize("variant", ["depthwise", "output", "constant-gate"])
