@@ -25,6 +25,7 @@ KERNEL_FUSION_PIPELINE: List[str] = [
     "to_nchwc_layout",               # conv chains (FusedConv...) -> NCHW8c blocked layout; sees the fused ops
     "fold_transposes_into_nchwc_reorders",  # ToNchwc(T to NCHW), T(FromNchwc) to NHWC -> channels_last reorders
     "to_winograd_conv",              # 3x3 stride-1 NchwcConvs -> NchwcWinogradConv (transformed weights)
+    "fold_channel_scale_into_nchwc_conv",  # squeeze-and-excite's Mul(X, S) -> the next NchwcConv's input scale
     "to_inverted_residual",          # expand 1x1 -> depthwise -> project 1x1 NchwcConvs -> NchwcInvertedResidual
 ]
 BLOCKED_LAYOUT_PASS = "to_nchwc_layout"  # left out of KERNEL_FUSION_PIPELINE by CompilerOptions.blocked_layout=False

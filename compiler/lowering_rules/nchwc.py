@@ -63,8 +63,10 @@ def lower_from_nchwc(ctx: NodeContext) -> KernelCall:
 
 @lowering_rule(f"{DOMAIN}::NchwcConv")
 def lower_nchwc_conv(ctx: NodeContext) -> KernelCall:
-    """Conv on a blocked (or, group 1, plain) X with blocked weights, bias, sum and activation."""
-    ctx.require_inputs(2, 4)
+    """Conv on a blocked (or, group 1, plain) X with blocked weights, bias, sum and activation;
+    group 1 on a blocked X also takes S, X's scale per image and input channel [N, C/8, 1, 1, 8]
+    (the kernel's last input, has_input_scale = 1)."""
+    ctx.require_inputs(2, 5)
     ctx.require_dtypes(FLOATS)
     x, w = list(ctx.input_type(0).shape), list(ctx.input_type(1).shape)
     try:
@@ -77,7 +79,17 @@ def lower_nchwc_conv(ctx: NodeContext) -> KernelCall:
     _require_output(ctx, expected)
     attrs = window_attrs(ctx, kernel, spatial=x[2:4])
     attrs["group"] = int(ctx.attr("group", 1))
-    return with_epilogue(ctx, KernelCall("NchwcConv", [], attrs), "NchwcConv", FLOATS)
+    call = with_epilogue(ctx, KernelCall("NchwcConv", [], attrs), "NchwcConv", FLOATS)
+    if ctx.has_input(4):
+        scale = [x[0], x[1], 1, 1, nchwc.BLOCK] if len(x) == 5 else None
+        if scale is None or attrs["group"] != 1:
+            raise ctx.error(f"input scale '{ctx.node.input[4]}' on a convolution with group {attrs['group']} and "
+                            f"input {ctx.input_type(0).shape_text()}: it takes group 1 with a blocked X")
+        if list(ctx.input_type(4).shape) != scale:
+            raise ctx.error(f"input scale '{ctx.node.input[4]}' has shape {ctx.input_type(4).shape_text()}, "
+                            f"expected {scale}")
+        call = KernelCall(call.op, call.inputs + [ctx.node.input[4]], dict(call.attrs, has_input_scale=1))
+    return call
 
 
 def _pool_window(ctx: NodeContext) -> dict:

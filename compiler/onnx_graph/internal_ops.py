@@ -27,6 +27,9 @@ being [N, C/8, H, W, 8]:
                                  G = 16 output channels per group when M % 16 == 0, else 8;
                                  group C: depthwise, W [C/8, KH, KW, 8]) or plain [N, C, H, W]
                                  (group 1, W [M/G, C, KH, KW, G]); B [M]; Sum and Y blocked
+  NchwcConv(X, W, [B], [Sum], S)  the same, group 1 on a blocked X, convolving X·S: S [N, C/8,
+                                 1, 1, 8] scales each image's input channels (squeeze-and-excite's
+                                 excitation, folded by fold_channel_scale_into_nchwc_conv)
   NchwcWinogradConv(X, U, [B], [Sum])  pads + the epilogue's attributes: a 3x3, stride-1 NchwcConv
                                  as Winograd's F(m x m, 3x3) (compiler/onnx_graph/winograd.py), U
                                  the transformed weights [(m+2)², M/G, C/8, 8, G] (float32 or float16
@@ -292,7 +295,8 @@ def _nchwc_schemas() -> List[defs.OpSchema]:
         _nchwc_schema("ToNchwc", "[N, C, H, W] -> [N, C/8, H, W, 8]", [x], [channels_last], _infer_to_nchwc),
         _nchwc_schema("FromNchwc", "[N, Cb, H, W, 8] -> [N, Cb*8, H, W]", [x], [channels_last], _infer_from_nchwc),
         _nchwc_schema("NchwcConv", "act(conv(X, W) + B + Sum), blocked output",
-                      [x, ("W", "blocked weights", False), ("B", "[M]", True), ("Sum", "Y's shape", True)],
+                      [x, ("W", "blocked weights", False), ("B", "[M]", True), ("Sum", "Y's shape", True),
+                       ("S", "[N, C/8, 1, 1, 8]: X's scale per image and channel", True)],
                       window + [("group", defs.OpSchema.AttrType.INT, "1, or C (depthwise)"),
                                 ("activation", string, "epilogue activation"),
                                 ("activation_params", floats, "its parameters")], _infer_nchwc_conv),

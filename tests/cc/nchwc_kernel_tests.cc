@@ -43,6 +43,7 @@ struct Epi {
   const char* activation;
   std::vector<double> params;
   bool bias, sum;
+  bool input_scale = false;  // S [N, C/8, 1, 1, 8] scales X per image and channel (regular, blocked X)
 };
 
 double Activate(const Epi& e, double v) { return RefActivation(e.activation, e.params, v); }
@@ -57,6 +58,7 @@ KernelTester ConvTester(const ConvCase& k, const Epi& e, uint32_t seed, DType va
   const auto w = round(RandomValues(k.m * cg * k.kh * k.kw, -1, 1, seed + 1));
   const auto b = round(RandomValues(k.m, -1, 1, seed + 2));
   const auto s = round(RandomValues(k.n * k.m * oh * ow, -2, 2, seed + 3));
+  const auto scale = round(RandomValues(k.n * k.c, -1.5, 1.5, seed + 4));
   std::vector<double>& y = *y_out;
   y.assign(static_cast<size_t>(k.n * k.m * oh * ow), 0.0);
   for (int64_t n = 0; n < k.n; ++n)
@@ -71,6 +73,7 @@ KernelTester ConvTester(const ConvCase& k, const Epi& e, uint32_t seed, DType va
                 if (ih < 0 || ih >= k.h || iw < 0 || iw >= k.w) continue;
                 const int64_t xc = k.depthwise ? m : c;
                 acc += x[static_cast<size_t>(((n * k.c + xc) * k.h + ih) * k.w + iw)] *
+                       (e.input_scale ? scale[static_cast<size_t>(n * k.c + xc)] : 1.0) *
                        w[static_cast<size_t>(((m * cg + c) * k.kh + a) * k.kw + d)];
               }
           const size_t at = static_cast<size_t>(((n * k.m + m) * oh + i) * ow + j);
@@ -107,11 +110,13 @@ KernelTester ConvTester(const ConvCase& k, const Epi& e, uint32_t seed, DType va
   t.AddInput(dtype, w_shape, wb);
   if (e.bias) t.AddInput(dtype, {k.m}, b);
   if (e.sum) t.AddInput(dtype, {k.n, k.m / B, oh, ow, B}, ToBlocked(s, k.n, k.m, oh * ow));
+  if (e.input_scale) t.Attr("has_input_scale", 1).AddInput(dtype, {k.n, k.c / B, 1, 1, B}, scale);
   return t;
 }
 
 std::string Describe(const ConvCase& k, const Epi& e, DType dtype) {
-  return k.Describe() + (dtype == F16 ? " float16" : "") + " activation '" + e.activation + "'";
+  return k.Describe() + (dtype == F16 ? " float16" : "") + " activation '" + e.activation + "'" +
+         (e.input_scale ? " input scale" : "");
 }
 
 void RunConv(const ConvCase& k, const Epi& e, uint32_t seed, DType dtype = F32) {
@@ -282,6 +287,51 @@ KERNEL_TEST(NchwcConv_Float16_EveryGeometry_BitIdenticalToFloat32RoundedOnce) {
     // every geometry (tile widths, paired weights, passes over the channels) with a sigmoid in registers
     for (const ConvCase& k : Geometries()) RunConvFloat16AgainstFloat32(k, Epi{"Swish", {1.0}, true, true}, seed += 4);
   });
+}
+
+// X scaled per image and input channel (squeeze-and-excite folded into the convolution after
+// it): every regular blocked-input geometry (tile widths, paired weights, one and several passes
+// over the input channels, float16 weights widened per item or in registers), float32 and
+// float16, against the naive loops; float16 bit-identical to float32 on the rounded values.
+KERNEL_TEST(NchwcConv_InputScale_EveryPath_VsNaive) {
+  auto regular = [](const std::vector<ConvCase>& cases) {
+    std::vector<ConvCase> kept;
+    for (const ConvCase& k : cases)
+      if (!k.depthwise && !k.plain_input) kept.push_back(k);
+    return kept;
+  };
+  auto check = [](const ConvCase& k, const Epi& e, uint32_t seed) {
+    RunConv(k, e, seed);
+    RunConv(k, e, seed + 1, F16);
+    RunConvFloat16AgainstFloat32(k, e, seed + 2);
+  };
+  uint32_t seed = 19000;
+  ForEachSimdPath([&] {
+    for (const ConvCase& k : regular(Geometries())) check(k, Epi{"Swish", {1.0}, true, true, true}, seed += 3);
+    for (const Epi& e : {Epi{"", {}, false, false, true}, Epi{"Relu", {}, true, false, true}})
+      for (const ConvCase& k : regular(OneOfEachVariant())) check(k, e, seed += 3);
+  });
+}
+
+KERNEL_TEST(NchwcConv_InputScale_BadSpecs_RaiseNamedErrors) {
+  auto conv = [](std::vector<int64_t> x, std::vector<int64_t> w, std::vector<int64_t> s, int64_t group) {
+    KernelTester t("NchwcConv");
+    t.Attrs({{"kernel_shape", {1, 1}}, {"strides", {1, 1}}, {"dilations", {1, 1}}, {"pads", {0, 0, 0, 0}},
+             {"group", group}})
+        .Attr("activation", "")
+        .Attr("activation_params", std::vector<double>{})
+        .Attr("has_bias", 0)
+        .Attr("has_sum", 0)
+        .Attr("has_input_scale", 1);
+    for (const auto& shape : {x, w, s})
+      t.AddInput(F32, shape, std::vector<double>(static_cast<size_t>(NumElements(shape))));
+    const std::vector<int64_t> y = {x[0], 2, x[2], x[3], 8};
+    t.AddOutput(F32, y, std::vector<double>(static_cast<size_t>(NumElements(y))));
+    return t;
+  };
+  conv({2, 2, 3, 3, 8}, {1, 2, 1, 1, 8, 16}, {1, 2, 1, 1, 8}, 1).ExpectError(kInvalid, "input scale S has shape");
+  conv({1, 2, 3, 3, 8}, {1, 2, 1, 1, 8, 16}, {1, 16}, 1).ExpectError(kInvalid, "input scale S has shape");
+  conv({1, 2, 3, 3, 8}, {2, 1, 1, 8}, {1, 2, 1, 1, 8}, 16).ExpectError(kUnimpl, "has_input_scale = 1 on a depthwise");
 }
 
 // A float16 convolution whose activation the tiles apply in registers reads and writes its

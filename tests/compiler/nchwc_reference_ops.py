@@ -182,11 +182,13 @@ class FromNchwc(OpRun):
 class NchwcConv(OpRun):
     op_domain = DOMAIN
 
-    def _run(self, x, w, b=None, s=None, kernel_shape=None, strides=None, dilations=None, pads=None, group=None,
-             activation=None, activation_params=None):
+    def _run(self, x, w, b=None, s=None, scale=None, kernel_shape=None, strides=None, dilations=None, pads=None,
+             group=None, activation=None, activation_params=None):
         group = int(group or 1)
         w_onnx = onnx_weights(w, x.ndim, group)
         x_plain = x if x.ndim == 4 else from_blocked(x)
+        if scale is not None:  # X·S, S [N, C/8, 1, 1, 8]: one factor per image and channel
+            x_plain = x_plain.astype(np.float64) * from_blocked(scale.astype(np.float64))
         if kernel_shape is not None:
             assert list(kernel_shape) == list(w_onnx.shape[2:]), (kernel_shape, w_onnx.shape)
         strides, dilations, pads = _window(strides, dilations, pads)

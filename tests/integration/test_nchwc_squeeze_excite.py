@@ -4,7 +4,9 @@ Squeeze -> Reshape -> 1x1 reduce conv with M % 8 != 0 + swish -> 1x1 expand conv
 the excitation Mul, 1x1 project) and MobileNetV3's (hard-swish convs, reduce + Relu, expand +
 hard-sigmoid). Compiled with the default options, every convolution is an NchwcConv with its
 activation in the tiles' registers, and nothing is converted between layouts inside the block
-(one ToNchwc of the input, one FromNchwc of the output). float32 within 1e-4 of onnxruntime;
+(one ToNchwc of the input, one FromNchwc of the output), and the excitation Mul is folded into
+the project convolution (its input scale: no pass over the scaled tensor) in float16, and in
+float32 where the pass's rule folds it. float32 within 1e-4 of onnxruntime;
 float16 (Converter precision fp16) within the float16 tolerance; also in a process on the
 portable SIMD path."""
 
@@ -12,6 +14,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from compiler.kernel_fusion.passes.fold_channel_scale_into_nchwc_conv import F32_MIN_PIXELS_PER_OUTPUT
 from e2e_helpers import assert_matches_fp32_reference, check_every_case_in_new_process, run_onnxruntime, run_with_profile
 
 F = TensorProto.FLOAT
@@ -21,6 +24,8 @@ CASES = {
     "efficientnet_k3": ((1, 16, 14, 14), 96, 4, 3, 1, "efficientnet"),
     "efficientnet_k5_s2_b2": ((2, 24, 15, 15), 144, 6, 5, 2, "efficientnet"),
     "mobilenet_v3_k3": ((1, 16, 12, 12), 64, 20, 3, 1, "mobilenet_v3"),
+    # rows cut into several segments and more than one pass over the expanded channels
+    "efficientnet_k3_wide_b3": ((3, 24, 30, 30), 600, 8, 3, 1, "efficientnet"),
 }
 
 
@@ -79,6 +84,10 @@ def check_case(name, precision):
     got, ops = run_with_profile(model, x, precision)
     assert ops.count("NchwcConv") == 5 and ops.count("ToNchwc") == ops.count("FromNchwc") == 1, f"{name}: {ops}"
     assert not set(ops) & {"Conv", "FusedConv", "Reshape", "Squeeze"}, f"{name}: {ops}"
+    (n, c, h, w), k, stride = CASES[name][0], CASES[name][3], CASES[name][4]
+    pixels = ((h + k // 2 * 2 - k) // stride + 1) * ((w + k // 2 * 2 - k) // stride + 1)
+    folded = precision == "fp16" or pixels >= F32_MIN_PIXELS_PER_OUTPUT * c
+    assert ops.count("Mul") == (0 if folded else 1), f"{name}: {ops}"
     assert_matches_fp32_reference(got, want, precision, name)
 
 

@@ -117,7 +117,7 @@ def _pointwise(node: onnx.NodeProto, types) -> bool:
 
 def _match(project: onnx.NodeProto, made, readers, outputs, types):
     """(expand, depthwise) when `project` ends a block this pass rewrites, else None."""
-    if not _is_nchwc_conv(project) or not _pointwise(project, types):
+    if not _is_nchwc_conv(project) or not _pointwise(project, types) or len(project.input) > 4:
         return None
     depthwise = made.get(project.input[0])
     if not _is_nchwc_conv(depthwise) or not _only_reader(depthwise.output[0], project, readers, outputs):

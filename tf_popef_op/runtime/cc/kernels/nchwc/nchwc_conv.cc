@@ -1,8 +1,12 @@
 // NchwcConv: a 2-D convolution on the blocked NCHW8c layout (docs/popef.md, "Blocked layout"),
-// Y = act(conv(X, W) + B + Sum), float32 or float16. The compiler
+// Y = act(conv(X·S, W) + B + Sum), float32 or float16. The compiler
 // (to_nchwc_layout) writes it for chains of convolutions, with W already in the blocked order,
 // so this kernel does no repacking and the weights stay mapped from the PopEF. Inputs X, W,
-// then B when has_bias = 1, then Sum when has_sum = 1. Variants, by X's rank and `group`:
+// then B when has_bias = 1, then Sum when has_sum = 1, then S when has_input_scale = 1 (a
+// regular convolution on a blocked X: X's scale per image and input channel [N, C/8, 1, 1, 8],
+// squeeze-and-excite's excitation, which fold_channel_scale_into_nchwc_conv moves here from a
+// Mul; each work item scales its copy of the weights, NchwcEpilogue::input_scale). Variants, by
+// X's rank and `group`:
 //   regular, blocked input   X [N, C/8, H, W, 8], W [M/8G, C/8, KH, KW, 8(c), 8G(m)]
 //   regular, plain input     X [N, C, H, W] (any C), W [M/8G, C, KH, KW, 8G(m)]
 //   depthwise (group == C)   X [N, C/8, H, W, 8], W [C/8, KH, KW, 8]
@@ -79,7 +83,7 @@ struct NchwcConvParams {
   NchwcGeometry g;
   int64_t n = 0;
   bool depthwise = false;
-  bool has_bias = false, has_sum = false;
+  bool has_bias = false, has_sum = false, has_input_scale = false;
   bool half_weights = false;   // W is float16, widened by the tiles (NchwcGeometry::widen_weights)
   bool half_activations = false;  // X, Sum and Y are float16 (then W too, unless depthwise)
   bool weights_outer = false;  // items ordered block-group first (big weights; depthwise)
@@ -129,6 +133,8 @@ class NchwcConvKernel final : public Kernel {
     NchwcEpilogue e = p_.epilogue;
     e.bias = p_.has_bias ? static_cast<const float*>(ctx.inputs[2]) : nullptr;
     e.sum = p_.has_sum ? ctx.inputs[p_.has_bias ? 3 : 2] : nullptr;
+    const int scale_input = 2 + (p_.has_bias ? 1 : 0) + (p_.has_sum ? 1 : 0);
+    e.input_scale = p_.has_input_scale ? static_cast<const float*>(ctx.inputs[scale_input]) : nullptr;
     const int64_t rows = p_.n * g.oh * p_.segments;  // (image, output row, segment)
     const int64_t items = rows * p_.block_groups;
     if (items == 0) return;
@@ -207,11 +213,24 @@ class NchwcConvKernel final : public Kernel {
   const NchwcConvParams p_;
 };
 
+// has_input_scale: 1 when S follows X, W, B and Sum (then the last input).
+bool HasInputScale(const KernelSpec& spec) {
+  return spec.attrs.Has("has_input_scale") && CheckedFlag(spec, "has_input_scale");
+}
+
+// The spec without S, as the epilogue's input checks expect it.
+KernelSpec WithoutInputScale(const KernelSpec& spec) {
+  KernelSpec rest = spec;
+  if (HasInputScale(spec) && !rest.inputs.empty()) rest.inputs.pop_back();
+  return rest;
+}
+
 // The kernel on the spec as WithFloat16Support hands it over: float16 where the tiles convert
 // in registers (CreateNchwcConv), float32 elsewhere.
 std::unique_ptr<Kernel> PrepareNchwcConv(const KernelSpec& spec) {
   NchwcConvParams p;
-  const EpilogueInputs in = ReadEpilogueInputs(spec);
+  const EpilogueInputs in = ReadEpilogueInputs(WithoutInputScale(spec));
+  p.has_input_scale = HasInputScale(spec);
   p.has_bias = in.has_bias;
   p.has_sum = in.has_sum;
   const auto& x = spec.inputs[0].shape;
@@ -253,6 +272,13 @@ std::unique_ptr<Kernel> PrepareNchwcConv(const KernelSpec& spec) {
   if (p.half_weights && p.depthwise)  // CreateNchwcConv widens depthwise weights (they are small)
     throw Error(ErrorCode::kInternal, spec.Where() + ": float16 depthwise weights reached the tiles");
   if (p.has_bias) CheckShape(spec, "bias B", spec.inputs[2].shape, {g.out_blocks * kNchwcBlock});
+  if (p.has_input_scale) {
+    if (p.depthwise || !blocked_input)
+      throw Error(ErrorCode::kUnimplemented, spec.Where() + ": has_input_scale = 1 on a " +
+                                                 (p.depthwise ? "depthwise" : "plain-input") +
+                                                 " convolution (supported: group 1 with a blocked X)");
+    CheckShape(spec, "input scale S", spec.inputs.back().shape, {p.n, g.in_blocks, 1, 1, kNchwcBlock});
+  }
   p.epilogue = ReadNchwcEpilogue(spec, /*sigmoids_in_registers=*/true);
   if (p.half_activations && !p.depthwise && (!p.half_weights || !p.epilogue.post.is_identity()))
     throw Error(ErrorCode::kInternal, spec.Where() + ": float16 activations reached the tiles with float32 weights "
@@ -318,7 +344,7 @@ std::unique_ptr<Kernel> PrepareNchwcConv(const KernelSpec& spec) {
 }
 
 std::unique_ptr<Kernel> CreateNchwcConv(const KernelSpec& spec) {
-  CheckArity(spec, 2, 4, 1);
+  CheckArity(spec, 2, 5, 1);
   CheckSameDType(spec, {DType::kFloat32, DType::kFloat16});
   // A regular convolution's float16 weights are read as they are: they are most of a float16
   // model's bytes; the tiles widen them in registers, or on long rows each work item widens
@@ -330,7 +356,7 @@ std::unique_ptr<Kernel> CreateNchwcConv(const KernelSpec& spec) {
   const bool depthwise = spec.attrs.Int("group") != 1;
   if (!depthwise) native_inputs.push_back(1);
   if (spec.inputs[0].dtype == DType::kFloat16 && (depthwise || ReadNchwcEpilogue(spec, true).post.is_identity())) {
-    const EpilogueInputs in = ReadEpilogueInputs(spec);
+    const EpilogueInputs in = ReadEpilogueInputs(WithoutInputScale(spec));
     native_inputs.push_back(0);
     if (in.has_sum) native_inputs.push_back(in.has_bias ? 3 : 2);
     native_outputs.push_back(0);

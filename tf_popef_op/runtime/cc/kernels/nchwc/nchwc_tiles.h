@@ -69,6 +69,10 @@ struct NchwcEpilogue {
   // Clip: [lo, hi]; Swish: x·σ(lo·x); HardSigmoid: clip(lo·x + hi, 0, 1).
   float lo = 0.0f, hi = 0.0f;
   Epilogue post;                // identity unless the activation is none of the above
+  // Regular convolution: X's per-(image, input channel) scale [N, C] (squeeze-and-excite's
+  // excitation), or null. Each work item multiplies its copy of a pass's weights by its image's
+  // scales (W'[o, c] = W[o, c]·s[n, c]), so the scaled X is never written.
+  const float* input_scale = nullptr;
 };
 
 // Activations (X, Sum, Y) and weights are float or float16 (IEEE binary16 bits, uint16_t):
