@@ -127,7 +127,7 @@ def peers_section(cells) -> List[str]:
                  ["---", "---:", "---"] + ["---:"] * 7 + ["---", "---:", "---", "---"], rows)
     out += ["", "Median ms. Interleaved: every contender once per iteration, rotated, 5 ms apart, onnxruntime's "
             "spinning off. Blocks: consecutive runs of one runtime, then the next, rotated over the rounds, each "
-            "peer at its defaults (onnxruntime spinning on); each block's first run untimed. The ratio is our "
+            "peer at its defaults (onnxruntime spinning on); each block's first runs (≥ 1, 100 ms) untimed. The ratio is our "
             "better median over the two modes to the best fp32 peer median in either mode (per mode: ours / "
             "that mode's best peer). Targets: the tuned networks ≤ "
             f"{peer_verdict.TUNED_TARGET} in every cell, the other families ≤ {peer_verdict.FAMILY_TARGET} in "

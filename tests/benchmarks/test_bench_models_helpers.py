@@ -3,6 +3,7 @@ behind the GFLOP/s column (checked against MACs worked out by hand) and the inte
 loop (every contender timed once per iteration, iteration limits honoured)."""
 import os
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -101,6 +102,21 @@ def test_runs_per_block_fit_the_budget_within_bounds():
 def test_blocks_run_consecutively_and_drop_each_blocks_first_call():
     from interleaved_timing import blocks
     calls = []
-    samples = blocks({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, runs=2, rounds=2)
+    samples = blocks({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, runs=2, rounds=2,
+                     settle_s=0.0)
     assert calls == ["a"] * 3 + ["b"] * 3 + ["b"] * 3 + ["a"] * 3  # 1 untimed + 2 timed per block
     assert [len(samples["a"]), len(samples["b"])] == [4, 4]
+
+
+def test_blocks_settle_for_a_time_before_timing():
+    from interleaved_timing import blocks
+    calls = []
+
+    def slow(label):
+        return lambda: (calls.append(label), time.sleep(0.01))
+
+    samples = blocks({"a": slow("a"), "b": slow("b")}, runs=2, rounds=1, settle_s=0.035)
+    untimed_a = calls.index("b") - 2
+    assert untimed_a >= 4  # 10 ms calls until 35 ms have passed, then the 2 timed ones
+    assert calls.count("b") - 2 >= 4
+    assert [len(samples["a"]), len(samples["b"])] == [2, 2]
