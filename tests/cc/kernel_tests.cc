@@ -819,6 +819,17 @@ KERNEL_TEST(Transpose_LargeTiles_And_Layouts) {
   CheckTranspose(F32, {2, 3, 4, 5, 6, 7, 2}, {6, 0, 5, 1, 4, 2, 3}, 8);  // rank 7
 }
 
+// Fewer than 32 output rows: work items are spans of 4096 columns, de-interleaved where the
+// input is the rows interleaved (2, 3 or 4 of them), strided otherwise.
+KERNEL_TEST(Transpose_FewRows_ColumnSpans) {
+  CheckTranspose(F32, {2, 97, 89, 3}, {0, 3, 1, 2}, 1);  // NHWC image -> NCHW: 8633 columns, 3 spans
+  CheckTranspose(F16, {2, 97, 89, 3}, {0, 3, 1, 2}, 2);
+  CheckTranspose(U8, {9000, 2}, {1, 0}, 3);
+  CheckTranspose(I64, {4097, 4}, {1, 0}, 4);
+  CheckTranspose(F32, {8193, 5}, {1, 0}, 5);             // 5 rows: the strided loop
+  CheckTranspose(F32, {3, 5000, 2}, {2, 1, 0}, 6);       // rows 2, input stride 15000: strided
+}
+
 KERNEL_TEST(Transpose_Errors) {
   auto t = [](nlohmann::json perm) {
     KernelTester k("Transpose");

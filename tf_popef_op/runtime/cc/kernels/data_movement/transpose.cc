@@ -23,6 +23,7 @@ namespace kernels {
 namespace {
 
 constexpr int64_t kTile = 32;
+constexpr int64_t kColumnSpan = 4096;  // columns per work item where rows are few
 
 enum class TransposeMode { kCopy, kRows, kTiled };
 
@@ -62,6 +63,20 @@ class TransposeKernel final : public Kernel {
       });
       return;
     }
+    if (p_.tile_rows < kTile) {
+      // Few rows (an NHWC image's 3 channels to NCHW): one band would be one work item, so the
+      // columns are split instead.
+      const int64_t spans = (p_.tile_cols + kColumnSpan - 1) / kColumnSpan;
+      ParallelFor(p_.num_outer * spans, ItemsPerChunk(kColumnSpan * p_.tile_rows, kStreamingGrain),
+                  [&](int64_t begin, int64_t end) {
+                    for (int64_t item = begin; item < end; ++item) {
+                      const Offsets at = OuterOffsets(item / spans);
+                      const int64_t c0 = item % spans * kColumnSpan;
+                      FewRows(in + at.in, out + at.out, c0, std::min(c0 + kColumnSpan, p_.tile_cols));
+                    }
+                  });
+      return;
+    }
     // Tiled: one item = one band of kTile rows of one outer index, so even a single 2-D
     // transpose splits across threads.
     const int64_t bands = (p_.tile_rows + kTile - 1) / kTile;
@@ -69,7 +84,7 @@ class TransposeKernel final : public Kernel {
       for (int64_t item = begin; item < end; ++item) {
         const Offsets at = OuterOffsets(item / bands);
         const int64_t r0 = item % bands * kTile;
-        Band(in + at.in, out + at.out, r0, std::min(r0 + kTile, p_.tile_rows));
+        Band(in + at.in, out + at.out, r0, std::min(r0 + kTile, p_.tile_rows), 0, p_.tile_cols);
       }
     });
   }
@@ -91,16 +106,38 @@ class TransposeKernel final : public Kernel {
     return at;
   }
 
-  // out[r * rows_out_stride + c] = in[r + c * cols_in_stride] for r in [r0, r1), tiled over c.
-  void Band(const T* in, T* out, int64_t r0, int64_t r1) const {
-    for (int64_t c0 = 0; c0 < p_.tile_cols; c0 += kTile) {
-      const int64_t c1 = std::min(c0 + kTile, p_.tile_cols);
+  // out[r * rows_out_stride + c] = in[r + c * cols_in_stride] for r in [r0, r1) and c in
+  // [from, to), tiled over c.
+  void Band(const T* in, T* out, int64_t r0, int64_t r1, int64_t from, int64_t to) const {
+    for (int64_t c0 = from; c0 < to; c0 += kTile) {
+      const int64_t c1 = std::min(c0 + kTile, to);
       for (int64_t r = r0; r < r1; ++r) {
         T* o = out + r * p_.rows_out_stride;
         const T* i = in + r;
         for (int64_t c = c0; c < c1; ++c) o[c] = i[c * p_.cols_in_stride];
       }
     }
+  }
+
+  // Band over every row and the columns [c0, c1). Where the input is those rows interleaved
+  // (cols_in_stride == rows, e.g. [H*W, 3] -> [3, H*W]), a row count known at compile time lets
+  // the compiler de-interleave with vector shuffles instead of one strided load per element.
+  void FewRows(const T* in, T* out, int64_t c0, int64_t c1) const {
+    if (p_.cols_in_stride == p_.tile_rows) {
+      switch (p_.tile_rows) {
+        case 2: return Deinterleave<2>(in, out, c0, c1);
+        case 3: return Deinterleave<3>(in, out, c0, c1);
+        case 4: return Deinterleave<4>(in, out, c0, c1);
+      }
+    }
+    Band(in, out, 0, p_.tile_rows, c0, c1);
+  }
+
+  template <int R>
+  void Deinterleave(const T* in, T* out, int64_t c0, int64_t c1) const {
+    const int64_t stride = p_.rows_out_stride;
+    for (int64_t c = c0; c < c1; ++c)
+      for (int r = 0; r < R; ++r) out[r * stride + c] = in[c * R + r];
   }
 
   const TransposePlan p_;
