@@ -40,15 +40,9 @@ def lower_fused_gemm(ctx: NodeContext) -> KernelCall:
 
 @lowering_rule(f"{DOMAIN}::FusedMatMul")
 def lower_fused_matmul(ctx: NodeContext) -> KernelCall:
-    """[row normalization +] MatMul + bias along the last dim + optional sum + activation."""
+    """MatMul + bias along the last dim + optional sum + activation."""
     ctx.require_inputs(2, 4)
     if ctx.has_input(2) and list(ctx.input_type(2).shape) != [ctx.output_type(0).shape[-1]]:
         raise ctx.error(f"bias '{ctx.node.input[2]}' has shape {ctx.input_type(2).shape_text()}; FusedMatMul adds "
                         f"a bias of the output's last dim [{ctx.output_type(0).shape[-1]}]")
-    call = with_epilogue(ctx, KernelCall("MatMul", [ctx.node.input[0], ctx.node.input[1]]), "FusedMatMul")
-    epsilon = ctx.attr("normalize_epsilon")
-    if epsilon is not None:  # A's rows normalized over K first (fuse_layernorm_into_matmul)
-        if not float(epsilon) > 0.0:
-            raise ctx.error(f"normalize_epsilon = {epsilon}: must be > 0")
-        call.attrs["normalize_epsilon"] = float(epsilon)
-    return call
+    return with_epilogue(ctx, KernelCall("MatMul", [ctx.node.input[0], ctx.node.input[1]]), "FusedMatMul")

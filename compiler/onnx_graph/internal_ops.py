@@ -3,9 +3,7 @@ lowered to the runtime kernels of the same name (docs/popef.md, "Internal ops"):
 
   FusedConv(X, W, [B], [Sum])    Conv's attributes
   FusedGemm(A, B, [C], [Sum])    Gemm's attributes
-  FusedMatMul(A, B, [Bias], [Sum])  `normalize_epsilon` (optional): each row of A is normalized
-                                 over K, (a - mean) / sqrt(var + epsilon), before the product (a
-                                 LayerNormalization whose scale and shift went into B and Bias)
+  FusedMatMul(A, B, [Bias], [Sum])
 
 Y = activation(op(...) + Sum), `activation` one of onnx_graph/activations.py's ACTIVATIONS with
 `activation_params`; the
@@ -122,10 +120,6 @@ def _make_schema(name: str, base_op: str, base_inputs: int) -> defs.OpSchema:
     attrs = [attr(a.name, a.type, a.description, required=a.required) for a in base.attributes.values()]
     attrs.append(attr("activation", defs.OpSchema.AttrType.STRING, "epilogue activation", required=False))
     attrs.append(attr("activation_params", defs.OpSchema.AttrType.FLOATS, "its parameters", required=False))
-    if base_op == "MatMul":
-        attrs.append(attr("normalize_epsilon", defs.OpSchema.AttrType.FLOAT,
-                          "when set, A's rows are normalized over K with this epsilon before the product",
-                          required=False))
     schema = defs.OpSchema(name, DOMAIN, VERSION, f"{base_op} + bias + sum + activation (tf-popef internal op)",
                            inputs=inputs, outputs=[fp("Y", "T", "")],
                            type_constraints=[("T", ["tensor(float)", "tensor(float16)"], "float types")],

@@ -3,9 +3,7 @@ encoder block against onnxruntime: the dense layers (fused QKV projection with i
 attention output + bias + residual, the feed-forward pair with Gelu) with their weights packed
 once, attention's batched products of two activations (scores, context) packed per run; and a
 ConvNeXt-style pointwise pair on an NHWC activation (K = 96 up, which takes the packed GEMM by
-default in both precisions; K = 1536 down: three K blocks, accumulated in C); a ConvNeXt-style
-block and a ViT-style pre-LN MLP block whose LayerNorm is the first GEMM's prologue (and, in
-ConvNeXt's, the layer scale in the second's weights, the residual in its epilogue).
+default in both precisions; K = 1536 down: three K blocks, accumulated in C).
 float32 and float16, packed and OpenBLAS (TF_POPEF_GEMM, read at prepare), and the portable and
 AVX2 paths at 1 pool thread in new processes (TF_POPEF_SIMD and TF_POPEF_NUM_THREADS are read
 once per process)."""
@@ -113,74 +111,6 @@ def test_pointwise_pair_vs_onnxruntime(monkeypatch, precision, gemm):
     want = run_onnxruntime(model, feeds)["Y"]
     got = compile_and_run(model, feeds, precision=precision)["Y"].astype(np.float32)
     np.testing.assert_allclose(got, want, **TOLERANCE[precision])
-
-
-CONVNEXT_SHAPE, CONVNEXT_C = (2, 7, 9, 96), 96  # NHWC; 126 rows: partial row tiles
-
-
-def convnext_block(seed=0):
-    """ConvNeXt's pointwise half on an NHWC X, as the kernel fusions see it: LayerNorm over the
-    channels -> Dense 96->384 + Gelu -> Dense 384->96 + bias -> layer scale (x·γ) -> + X, opset 20.
-    The LayerNorm becomes the first GEMM's prologue, the layer scale goes into the second's
-    weights and the residual into its epilogue."""
-    rng = np.random.default_rng(seed)
-    c, h = CONVNEXT_C, 4 * CONVNEXT_C
-
-    def init(name, *shape, scale=1.0, offset=0.0):
-        return numpy_helper.from_array((offset + scale * rng.standard_normal(shape)).astype(np.float32), name)
-
-    inits = [init("G", c, scale=0.2, offset=1.0), init("Be", c, scale=0.2), init("W1", c, h, scale=c ** -0.5),
-             init("B1", h, scale=0.1), init("W2", h, c, scale=h ** -0.5), init("B2", c, scale=0.1),
-             init("Gamma", c, scale=0.3, offset=0.5)]
-    n = helper.make_node
-    nodes = [n("LayerNormalization", ["X", "G", "Be"], ["ln"], axis=-1, epsilon=1e-6),
-             n("MatMul", ["ln", "W1"], ["up_mm"]), n("Add", ["up_mm", "B1"], ["up"]), n("Gelu", ["up"], ["gelu"]),
-             n("MatMul", ["gelu", "W2"], ["down_mm"]), n("Add", ["down_mm", "B2"], ["down"]),
-             n("Mul", ["down", "Gamma"], ["scaled"]), n("Add", ["X", "scaled"], ["Y"])]
-    graph = helper.make_graph(nodes, "convnext_block", [helper.make_tensor_value_info("X", F, CONVNEXT_SHAPE)],
-                              [helper.make_tensor_value_info("Y", F, CONVNEXT_SHAPE)], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
-
-
-def vit_mlp_block(seed=0):
-    """ViT's pre-LN MLP half: X + Dense(Gelu(Dense(LayerNorm(X)))), X [BATCH, SEQ, HIDDEN]."""
-    rng = np.random.default_rng(seed)
-
-    def init(name, *shape, scale=1.0, offset=0.0):
-        return numpy_helper.from_array((offset + scale * rng.standard_normal(shape)).astype(np.float32), name)
-
-    inits = [init("G", HIDDEN, scale=0.2, offset=1.0), init("Be", HIDDEN, scale=0.2),
-             init("W1", HIDDEN, FFN, scale=HIDDEN ** -0.5), init("B1", FFN, scale=0.1),
-             init("W2", FFN, HIDDEN, scale=FFN ** -0.5), init("B2", HIDDEN, scale=0.1)]
-    n = helper.make_node
-    nodes = [n("LayerNormalization", ["X", "G", "Be"], ["ln"], axis=-1, epsilon=1e-6),
-             n("MatMul", ["ln", "W1"], ["up_mm"]), n("Add", ["up_mm", "B1"], ["up"]), n("Gelu", ["up"], ["gelu"]),
-             n("MatMul", ["gelu", "W2"], ["down_mm"]), n("Add", ["down_mm", "B2"], ["down"]),
-             n("Add", ["X", "down"], ["Y"])]
-    graph = helper.make_graph(nodes, "vit_mlp_block", [helper.make_tensor_value_info("X", F, [BATCH, SEQ, HIDDEN])],
-                              [helper.make_tensor_value_info("Y", F, [BATCH, SEQ, HIDDEN])], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
-
-
-def _shifted_feeds(shape, seed):
-    """Rows with a mean away from 0 and different spreads (what the normalization must remove)."""
-    rng = np.random.default_rng(seed)
-    spread = rng.uniform(0.3, 3.0, shape[:-1] + (1,))
-    return {"X": (2.0 + spread * rng.standard_normal(shape)).astype(np.float32)}
-
-
-@pytest.mark.parametrize("precision", ["fp32", "fp16"])
-@pytest.mark.parametrize("gemm", ["auto", "blas"])
-@pytest.mark.parametrize("block", ["convnext", "vit_mlp"])
-def test_layernorm_prologue_blocks_vs_onnxruntime(monkeypatch, precision, gemm, block):
-    monkeypatch.setenv("TF_POPEF_GEMM", gemm)
-    model = convnext_block() if block == "convnext" else vit_mlp_block()
-    feeds = _shifted_feeds(CONVNEXT_SHAPE if block == "convnext" else (BATCH, SEQ, HIDDEN), 3)
-    want = run_onnxruntime(model, feeds)["Y"]
-    got = compile_and_run(model, feeds, precision=precision)["Y"].astype(np.float32)
-    scale = float(np.abs(want).max())
-    tol = TOLERANCE[precision]
-    np.testing.assert_allclose(got, want, rtol=tol["rtol"], atol=tol["atol"] * scale)
 
 
 @pytest.mark.parametrize("simd", ["portable", "avx2"])

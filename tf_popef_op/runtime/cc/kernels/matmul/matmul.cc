@@ -9,10 +9,6 @@
 // Also the internal op FusedMatMul (docs/popef.md, internal ops): inputs A, B, then a bias [N]
 // (added to every row) when attr has_bias = 1, then Sum (the output's shape) when has_sum = 1;
 // Y = activation(A·B + bias + Sum), applied by the epilogue (epilogue.h) to each SGEMM block.
-// With attr normalize_epsilon (> 0) A's rows are normalized over K first, (a − mean) /
-// sqrt(var + epsilon) (a LayerNormalization whose scale and shift the compiler folded into B and
-// the bias): the packed GEMM normalizes each strip as it reads it; the BLAS path normalizes A
-// into scratch.
 #include <array>
 #include <cstring>
 #include <memory>
@@ -24,9 +20,6 @@
 #include "tf_popef_op/runtime/cc/kernels/support/broadcast.h"
 #include "tf_popef_op/runtime/cc/kernels/support/epilogue.h"
 #include "tf_popef_op/runtime/cc/kernels/support/fp16_adapter.h"
-#include "tf_popef_op/runtime/cc/kernels/support/row_normalization.h"
-#include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
-#include "tf_popef_op/runtime/cc/kernels/support/vector_math.h"
 
 namespace tfpopef {
 namespace kernels {
@@ -34,29 +27,13 @@ namespace {
 
 class MatMulKernel final : public Kernel {
  public:
-  // a_rows: the rows of A (its elements / K); normalize_epsilon > 0: A normalized first.
   MatMulKernel(BroadcastPlan<2> batch, int64_t m, int64_t n, int64_t k, bool fold_batch_into_m, bool has_bias,
-               bool has_sum, Epilogue epilogue, int64_t a_rows, float normalize_epsilon)
+               bool has_sum, Epilogue epilogue)
       : batch_(std::move(batch)), m_(m), n_(n), k_(k), fold_(fold_batch_into_m), has_bias_(has_bias),
-        has_sum_(has_sum), epilogue_(epilogue), a_rows_(a_rows), normalize_epsilon_(normalize_epsilon) {}
-
-  size_t scratch_bytes() const override {
-    return normalize_epsilon_ > 0.0f ? static_cast<size_t>(a_rows_ * k_) * sizeof(float) : 0;
-  }
+        has_sum_(has_sum), epilogue_(epilogue) {}
 
   void Run(const KernelContext& ctx) const override {
     const float* a = static_cast<const float*>(ctx.inputs[0]);
-    if (normalize_epsilon_ > 0.0f) {
-      float* normalized = static_cast<float*>(ctx.scratch);
-      const bool simd = vmath::UsesAvx2(vmath::ActivePath());
-      ParallelFor(a_rows_, ItemsPerChunk(k_, kStreamingGrain), [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
-          const RowAffine affine = MakeRowAffine(RowStatistics(simd, a + r * k_, k_), normalize_epsilon_);
-          StandardizeRow(simd, a + r * k_, normalized + r * k_, k_, affine);
-        }
-      });
-      a = normalized;
-    }
     const float* b = static_cast<const float*>(ctx.inputs[1]);
     float* y = static_cast<float*>(ctx.outputs[0]);
     const int64_t num_batches = batch_.num_runs * batch_.run_length();
@@ -97,8 +74,6 @@ class MatMulKernel final : public Kernel {
   const bool fold_;
   const bool has_bias_, has_sum_;
   const Epilogue epilogue_;
-  const int64_t a_rows_;
-  const float normalize_epsilon_;
 };
 
 // Checks the step (any float dtype: only shapes are read) and prepares its kernel.
@@ -137,7 +112,6 @@ std::unique_ptr<Kernel> CreateMatMulKernel(const KernelSpec& spec, bool fused) {
                     num_batches * m <= std::numeric_limits<blasint>::max();
   bool has_bias = false, has_sum = false;
   Epilogue epilogue;
-  float normalize_epsilon = 0.0f;
   if (fused) {
     const EpilogueInputs in = ReadEpilogueInputs(spec);
     has_bias = in.has_bias;
@@ -147,12 +121,6 @@ std::unique_ptr<Kernel> CreateMatMulKernel(const KernelSpec& spec, bool fused) {
                                                    ShapeToString(spec.inputs[2].shape) + ", expected [" +
                                                    std::to_string(n) + "]");
     epilogue = ReadEpilogue(spec);
-    if (spec.attrs.Has("normalize_epsilon")) {
-      normalize_epsilon = spec.attrs.Float("normalize_epsilon");
-      if (!(normalize_epsilon > 0.0f))
-        throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": normalize_epsilon = " +
-                                                     std::to_string(normalize_epsilon) + ", expected > 0");
-    }
   } else if (spec.inputs.size() != 2) {
     throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": MatMul takes 2 inputs");
   }
@@ -168,12 +136,10 @@ std::unique_ptr<Kernel> CreateMatMulKernel(const KernelSpec& spec, bool fused) {
     step.bias_input = has_bias ? 2 : -1;
     step.sum_input = has_sum ? (has_bias ? 3 : 2) : -1;
     step.epilogue = epilogue;
-    step.normalize_epsilon = normalize_epsilon;
     if (std::unique_ptr<Kernel> packed = MaybeCreatePackedGemm(spec, step)) return packed;
   }
   return WithFloat16Support(spec, [&](const KernelSpec&) {
-    const int64_t a_rows = k > 0 ? Product(a) / k : 0;
-    return std::make_unique<MatMulKernel>(plan, m, n, k, fold, has_bias, has_sum, epilogue, a_rows, normalize_epsilon);
+    return std::make_unique<MatMulKernel>(plan, m, n, k, fold, has_bias, has_sum, epilogue);
   });
 }
 

@@ -7,7 +7,6 @@
 
 #include "tf_popef_op/runtime/cc/base/half.h"
 #include "tf_popef_op/runtime/cc/kernels/support/fp16_convert.h"
-#include "tf_popef_op/runtime/cc/kernels/support/vector_math.h"
 
 namespace tfpopef {
 namespace kernels {
@@ -63,24 +62,9 @@ void RunPackedGemm(const PackedGemmTileFns& tiles, const PackedGemmArgs<T>& args
   const int64_t strips = (m + rows - 1) / rows;
   const int64_t blocks = (n + kPackedGemmBlockColumns - 1) / kPackedGemmBlockColumns;
   const bool finish = args.bias != nullptr || args.sum != nullptr || !args.epilogue.is_identity();
-  const bool normalize = args.row_affine != nullptr;
-  const bool simd = vmath::UsesAvx2(vmath::ActivePath());
-  if (normalize) {  // every row's statistics, once (the column blocks all read them)
-    auto stats = [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) {
-        const T* row = args.a + (i / m) * args.a_batch_stride + (i % m) * args.lda;
-        args.row_affine[i] = MakeRowAffine(RowStatistics(simd, row, k), args.normalize_epsilon);
-      }
-    };
-    const int64_t rows_total = args.batches * m, grain = ItemsPerChunk(k, kStreamingGrain);
-    if (rows_total <= grain || pool.num_threads() == 1)
-      stats(0, rows_total);
-    else
-      pool.ParallelFor(rows_total, grain, std::function<void(int64_t, int64_t)>(std::ref(stats)));
-  }
   // A thread's buffers, reused over the units it runs.
   struct Buffers {
-    alignas(64) float a_strip[kMaxTileRows * kPackedGemmBlockDepth];  // float16 A widened, or A normalized
+    alignas(64) float a_strip[kHalf ? kMaxTileRows * kPackedGemmBlockDepth : 1];  // float16 A, widened
     // float16 C of a group of strips
     alignas(64) float c_group[kHalf ? kPackedGemmGroupStrips * kMaxTileRows * kPackedGemmBlockColumns : 1];
     alignas(64) float bias_block[kPackedGemmBlockColumns];
@@ -137,24 +121,15 @@ void RunPackedGemm(const PackedGemmTileFns& tiles, const PackedGemmArgs<T>& args
       for (int64_t s = s0; s < s1; ++s) {
         const int64_t nr = std::min(rows, m - s * rows);
         const T* a_rows = a_batch + s * rows * args.lda;
-        const float* a = nullptr;
+        const float* a;
         int64_t lda;
-        if (kHalf || normalize) {
-          for (int64_t r = 0; r < nr; ++r) {
-            float* row = buf.a_strip + r * kPackedGemmBlockDepth;
-            const T* src = a_rows + r * args.lda + p0;
-            const RowAffine* affine = normalize ? args.row_affine + batch * m + s * rows + r : nullptr;
-            if constexpr (kHalf) {
-              WidenHalfToFloat(src, row, depth);
-              if (affine != nullptr) StandardizeRow(simd, row, row, depth, *affine);
-            } else {
-              StandardizeRow(simd, src, row, depth, *affine);
-            }
-          }
+        if constexpr (kHalf) {
+          for (int64_t r = 0; r < nr; ++r)
+            WidenHalfToFloat(a_rows + r * args.lda + p0, buf.a_strip + r * kPackedGemmBlockDepth, depth);
           a = buf.a_strip;
           lda = kPackedGemmBlockDepth;
         } else {
-          if constexpr (!kHalf) a = a_rows + p0;
+          a = a_rows + p0;
           lda = args.lda;
         }
         float* dst = dst_of(s);

@@ -16,18 +16,12 @@
 // block in groups of up to kPackedGemmGroupStrips, K block by K block, so each K block of the
 // column block's packed B is read from L2 by every strip of the group (with K > 512, a whole
 // column block of B is 768 KiB-3 MiB and would otherwise be re-read from L3 by every strip).
-//
-// Normalized A (a LayerNormalization over K whose scale and shift the compiler folded into B
-// and the bias): every row's statistics are computed once, before the product, into the
-// caller's row_affine; each K block of a strip's rows is then normalized into the same L1
-// buffer as float16's widened rows, so the normalized activation never goes to memory.
 #pragma once
 
 #include <cstdint>
 
 #include "tf_popef_op/runtime/cc/kernels/support/packed_gemm_tiles.h"
 #include "tf_popef_op/runtime/cc/kernels/support/epilogue.h"
-#include "tf_popef_op/runtime/cc/kernels/support/row_normalization.h"
 #include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
 
 namespace tfpopef {
@@ -74,10 +68,6 @@ struct PackedGemmArgs {
   T* c = nullptr;
   int64_t ldc = 0, c_batch_stride = 0;
   Epilogue epilogue;  // applied to each row of C after bias and sum
-  // Set (batches·m entries): A's rows are read normalized over K, ((a − mean) / sqrt(var +
-  // normalize_epsilon)), their statistics written here first.
-  RowAffine* row_affine = nullptr;
-  float normalize_epsilon = 0.0f;
 };
 
 // M, K, N > 0. Runs on `pool` (the calling thread takes part).

@@ -48,8 +48,9 @@ class PackedGemmKernel final : public Kernel {
         layout_(PackedLayoutFor(tiles_, step.k, step.n)),
         weights_(b_is_weight ? std::make_unique<ConstantCopies>() : nullptr) {}
 
-  // [B packed, when it is not a weight][the rows' statistics, when A is normalized]
-  size_t scratch_bytes() const override { return stats_offset() + stats_bytes(); }
+  size_t scratch_bytes() const override {
+    return weights_ != nullptr ? 0 : static_cast<size_t>(step_.batches * layout_.floats()) * sizeof(float);
+  }
 
   void Run(const KernelContext& ctx) const override {
     const T* b = static_cast<const T*>(ctx.inputs[1]);
@@ -81,10 +82,6 @@ class PackedGemmKernel final : public Kernel {
     args.ldc = step_.n;
     args.c_batch_stride = step_.m * step_.n;
     args.epilogue = step_.epilogue;
-    if (step_.normalize_epsilon > 0.0f) {
-      args.row_affine = reinterpret_cast<RowAffine*>(static_cast<char*>(ctx.scratch) + stats_offset());
-      args.normalize_epsilon = step_.normalize_epsilon;
-    }
     RunPackedGemm(tiles_, args, ThreadPool::Global());
   }
 
@@ -96,15 +93,6 @@ class PackedGemmKernel final : public Kernel {
       for (int64_t i = i0; i < i1; ++i)
         PackB(layout_, b + i * entry, ldb, step_.trans_b, step_.alpha, out + i * floats);
     });
-  }
-
-  size_t stats_offset() const {
-    const size_t packed =
-        weights_ != nullptr ? 0 : static_cast<size_t>(step_.batches * layout_.floats()) * sizeof(float);
-    return (packed + 63) / 64 * 64;
-  }
-  size_t stats_bytes() const {
-    return step_.normalize_epsilon > 0.0f ? static_cast<size_t>(step_.batches * step_.m) * sizeof(RowAffine) : 0;
   }
 
   const PackedGemmStep step_;

@@ -33,7 +33,6 @@ struct PackedGemmStep {
   int bias_input = -1;  // input index of the bias [N] (any shape with N elements), or -1
   int sum_input = -1;   // input index of the sum (Y's shape), or -1
   Epilogue epilogue;
-  float normalize_epsilon = 0.0f;  // > 0: A's rows are normalized over K first (packed_gemm.h)
 };
 
 // The packed-GEMM kernel for `step`, or nullptr when BLAS should run it (an empty dimension, or

@@ -7,10 +7,12 @@
 //   are full [inner] tensors or broadcastable; the kernel takes them unidirectionally
 //   broadcast to [inner] with a BroadcastPlan). Optional outputs Mean and InvStdDev have X's
 //   shape with the normalized dims set to 1 (attrs `mean_output` / `inv_std_dev_output` say
-//   which of them the step writes, in that order after Y). Each row's statistics (double) and
-//   normalization (float): support/row_normalization.h, 8 floats at a time on the AVX2 and
-//   AVX-512 paths (vector_math.h's SimdPath), the same formulas in scalar code on the portable
-//   path.
+//   which of them the step writes, in that order after Y). Statistics are computed in double;
+//   y = ((x − m_hi) − m_lo) · inv_std · scale + bias in float, m_hi + m_lo the double mean split
+//   into two floats: x − m_hi is exact where x is near the mean (Sterbenz), so a large mean
+//   with a small spread keeps its deviations as the double subtraction did. Each row's
+//   statistics and normalization run 8 floats at a time on the AVX2 and AVX-512 paths
+//   (vector_math.h's SimdPath), the same formulas in scalar code on the portable path.
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -22,13 +24,137 @@
 #include "tf_popef_op/runtime/cc/kernels/support/broadcast.h"
 #include "tf_popef_op/runtime/cc/kernels/support/fp16_adapter.h"
 #include "tf_popef_op/runtime/cc/kernels/support/fp16_convert.h"
-#include "tf_popef_op/runtime/cc/kernels/support/row_normalization.h"
+#include "tf_popef_op/runtime/cc/kernels/support/target_pragma.h"
 #include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
 #include "tf_popef_op/runtime/cc/kernels/support/vector_math.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define TFPOPEF_LAYERNORM_AVX2 1
+#endif
 
 namespace tfpopef {
 namespace kernels {
 namespace {
+
+// A row's mean and (population) variance, in double.
+struct RowStats {
+  double mean, var;
+};
+
+// The row normalized: y[i] = ((x[i] − mean_hi) − mean_lo) · inv_std · scale[i] + bias[i].
+struct RowAffine {
+  float mean_hi, mean_lo, inv_std;
+};
+
+RowAffine MakeRowAffine(const RowStats& s, float epsilon) {
+  const float hi = static_cast<float>(s.mean);
+  return {hi, static_cast<float>(s.mean - hi), static_cast<float>(1.0 / std::sqrt(s.var + epsilon))};
+}
+
+// Portable: sums in double with four independent accumulators, so the additions overlap
+// instead of each waiting for the previous one.
+RowStats PortableRowStats(const float* x, int64_t n) {
+  if (n == 0) return {0.0, 0.0};
+  double acc[4] = {0.0, 0.0, 0.0, 0.0};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (int k = 0; k < 4; ++k) acc[k] += x[i + k];
+  for (; i < n; ++i) acc[0] += x[i];
+  const double mean = ((acc[0] + acc[1]) + (acc[2] + acc[3])) / static_cast<double>(n);
+  for (double& a : acc) a = 0.0;
+  for (i = 0; i + 4 <= n; i += 4)
+    for (int k = 0; k < 4; ++k) acc[k] += (x[i + k] - mean) * (x[i + k] - mean);
+  for (; i < n; ++i) acc[0] += (x[i] - mean) * (x[i] - mean);
+  return {mean, ((acc[0] + acc[1]) + (acc[2] + acc[3])) / static_cast<double>(n)};
+}
+
+void PortableNormalizeRow(const float* x, float* y, int64_t n, const RowAffine& a, const float* scale,
+                          const float* bias) {
+  for (int64_t i = 0; i < n; ++i) y[i] = ((x[i] - a.mean_hi) - a.mean_lo) * a.inv_std * scale[i] + bias[i];
+}
+
+}  // namespace
+
+#ifdef TFPOPEF_LAYERNORM_AVX2
+TFPOPEF_TARGET_BEGIN("avx2,fma")
+namespace {
+
+inline __m256d Widen(__m128 v) { return _mm256_cvtps_pd(v); }
+
+// 8 floats per step into four double accumulators (two per half), then the scalar tail.
+RowStats Avx2RowStats(const float* x, int64_t n) {
+  if (n == 0) return {0.0, 0.0};
+  __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd(), s2 = _mm256_setzero_pd(), s3 = _mm256_setzero_pd();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    s0 = _mm256_add_pd(s0, Widen(_mm_loadu_ps(x + i)));
+    s1 = _mm256_add_pd(s1, Widen(_mm_loadu_ps(x + i + 4)));
+    s2 = _mm256_add_pd(s2, Widen(_mm_loadu_ps(x + i + 8)));
+    s3 = _mm256_add_pd(s3, Widen(_mm_loadu_ps(x + i + 12)));
+  }
+  for (; i + 4 <= n; i += 4) s0 = _mm256_add_pd(s0, Widen(_mm_loadu_ps(x + i)));
+  double lanes[4];
+  _mm256_storeu_pd(lanes, _mm256_add_pd(_mm256_add_pd(s0, s1), _mm256_add_pd(s2, s3)));
+  double sum = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+  for (; i < n; ++i) sum += x[i];
+  const double mean = sum / static_cast<double>(n);
+  const __m256d m = _mm256_set1_pd(mean);
+  s0 = s1 = s2 = s3 = _mm256_setzero_pd();
+  for (i = 0; i + 16 <= n; i += 16) {
+    const __m256d d0 = _mm256_sub_pd(Widen(_mm_loadu_ps(x + i)), m);
+    const __m256d d1 = _mm256_sub_pd(Widen(_mm_loadu_ps(x + i + 4)), m);
+    const __m256d d2 = _mm256_sub_pd(Widen(_mm_loadu_ps(x + i + 8)), m);
+    const __m256d d3 = _mm256_sub_pd(Widen(_mm_loadu_ps(x + i + 12)), m);
+    s0 = _mm256_fmadd_pd(d0, d0, s0);
+    s1 = _mm256_fmadd_pd(d1, d1, s1);
+    s2 = _mm256_fmadd_pd(d2, d2, s2);
+    s3 = _mm256_fmadd_pd(d3, d3, s3);
+  }
+  for (; i + 4 <= n; i += 4) {
+    const __m256d d = _mm256_sub_pd(Widen(_mm_loadu_ps(x + i)), m);
+    s0 = _mm256_fmadd_pd(d, d, s0);
+  }
+  _mm256_storeu_pd(lanes, _mm256_add_pd(_mm256_add_pd(s0, s1), _mm256_add_pd(s2, s3)));
+  double ssd = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+  for (; i < n; ++i) ssd += (x[i] - mean) * (x[i] - mean);
+  return {mean, ssd / static_cast<double>(n)};
+}
+
+void Avx2NormalizeRow(const float* x, float* y, int64_t n, const RowAffine& a, const float* scale,
+                      const float* bias) {
+  const __m256 hi = _mm256_set1_ps(a.mean_hi), lo = _mm256_set1_ps(a.mean_lo), r = _mm256_set1_ps(a.inv_std);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 d = _mm256_sub_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), hi), lo);
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(_mm256_mul_ps(d, r), _mm256_loadu_ps(scale + i), _mm256_loadu_ps(bias + i)));
+  }
+  // Same operations one at a time (fused multiply-add included), so the tail matches the vector body.
+  for (; i < n; ++i) y[i] = std::fma(((x[i] - a.mean_hi) - a.mean_lo) * a.inv_std, scale[i], bias[i]);
+}
+
+}  // namespace
+TFPOPEF_TARGET_END()
+#endif
+
+namespace {
+
+RowStats RowStatistics(bool simd, const float* x, int64_t n) {
+#ifdef TFPOPEF_LAYERNORM_AVX2
+  if (simd) return Avx2RowStats(x, n);
+#endif
+  (void)simd;
+  return PortableRowStats(x, n);
+}
+
+void NormalizeRow(bool simd, const float* x, float* y, int64_t n, const RowAffine& a, const float* scale,
+                  const float* bias) {
+#ifdef TFPOPEF_LAYERNORM_AVX2
+  if (simd) return Avx2NormalizeRow(x, y, n, a, scale, bias);
+#endif
+  (void)simd;
+  PortableNormalizeRow(x, y, n, a, scale, bias);
+}
 
 class BatchNormKernel final : public Kernel {
  public:
