@@ -20,6 +20,7 @@ KERNEL_FUSION_PIPELINE: List[str] = [
     "dead_code_elimination",         # the Transposes those two left unread
     "per_channel_affine_to_depthwise_conv",  # DenseNet's pre-activation BN Mul -> Add: a 1x1 depthwise Conv
     "hoist_matmul_reshape",          # MatMul -> Reshape(keeps N) -> epilogue: the Reshape moves to the input
+    "fold_column_scale_into_matmul",  # ConvNeXt's layer scale Mul(γ[N]) after Dense -> the weights and bias
     "fuse_epilogue",                 # Conv/Gemm/MatMul + bias + sum + activation -> FusedConv/FusedGemm/FusedMatMul
     "fuse_elementwise_chain",        # what elementwise chains remain -> FusedElementwise (one loop)
     "to_nchwc_layout",               # conv chains (FusedConv...) -> NCHW8c blocked layout; sees the fused ops

@@ -3,7 +3,9 @@ encoder block against onnxruntime: the dense layers (fused QKV projection with i
 attention output + bias + residual, the feed-forward pair with Gelu) with their weights packed
 once, attention's batched products of two activations (scores, context) packed per run; and a
 ConvNeXt-style pointwise pair on an NHWC activation (K = 96 up, which takes the packed GEMM by
-default in both precisions; K = 1536 down: three K blocks, accumulated in C).
+default in both precisions; K = 1536 down: three K blocks, accumulated in C); a ConvNeXt-style
+block (LayerNorm, the pointwise pair, the layer scale folded into the second Dense and the
+residual in its epilogue) and a ViT-style pre-LN MLP block.
 float32 and float16, packed and OpenBLAS (TF_POPEF_GEMM, read at prepare), and the portable and
 AVX2 paths at 1 pool thread in new processes (TF_POPEF_SIMD and TF_POPEF_NUM_THREADS are read
 once per process)."""
@@ -111,6 +113,65 @@ def test_pointwise_pair_vs_onnxruntime(monkeypatch, precision, gemm):
     want = run_onnxruntime(model, feeds)["Y"]
     got = compile_and_run(model, feeds, precision=precision)["Y"].astype(np.float32)
     np.testing.assert_allclose(got, want, **TOLERANCE[precision])
+
+
+CONVNEXT_SHAPE, CONVNEXT_C = (2, 7, 9, 96), 96  # NHWC; 126 rows: partial row tiles
+
+
+def _init(rng, name, *shape, scale=1.0, offset=0.0):
+    return numpy_helper.from_array((offset + scale * rng.standard_normal(shape)).astype(np.float32), name)
+
+
+def convnext_block(seed=0):
+    """ConvNeXt's pointwise half on an NHWC X: LayerNorm over the channels -> Dense 96->384 +
+    Gelu -> Dense 384->96 + bias -> layer scale (x·γ) -> + X, opset 20. The layer scale goes
+    into the second Dense's weights and bias, the residual into its epilogue."""
+    rng = np.random.default_rng(seed)
+    c, h = CONVNEXT_C, 4 * CONVNEXT_C
+    inits = [_init(rng, "G", c, scale=0.2, offset=1.0), _init(rng, "Be", c, scale=0.2),
+             _init(rng, "W1", c, h, scale=c ** -0.5), _init(rng, "B1", h, scale=0.1),
+             _init(rng, "W2", h, c, scale=h ** -0.5), _init(rng, "B2", c, scale=0.1),
+             _init(rng, "Gamma", c, scale=0.3, offset=0.5)]
+    n = helper.make_node
+    nodes = [n("LayerNormalization", ["X", "G", "Be"], ["ln"], axis=-1, epsilon=1e-6),
+             n("MatMul", ["ln", "W1"], ["up_mm"]), n("Add", ["up_mm", "B1"], ["up"]), n("Gelu", ["up"], ["gelu"]),
+             n("MatMul", ["gelu", "W2"], ["down_mm"]), n("Add", ["down_mm", "B2"], ["down"]),
+             n("Mul", ["down", "Gamma"], ["scaled"]), n("Add", ["X", "scaled"], ["Y"])]
+    graph = helper.make_graph(nodes, "convnext_block", [helper.make_tensor_value_info("X", F, CONVNEXT_SHAPE)],
+                              [helper.make_tensor_value_info("Y", F, CONVNEXT_SHAPE)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+
+
+def vit_mlp_block(seed=0):
+    """ViT's pre-LN MLP half: X + Dense(Gelu(Dense(LayerNorm(X)))), X [BATCH, SEQ, HIDDEN]."""
+    rng = np.random.default_rng(seed)
+    inits = [_init(rng, "G", HIDDEN, scale=0.2, offset=1.0), _init(rng, "Be", HIDDEN, scale=0.2),
+             _init(rng, "W1", HIDDEN, FFN, scale=HIDDEN ** -0.5), _init(rng, "B1", FFN, scale=0.1),
+             _init(rng, "W2", FFN, HIDDEN, scale=FFN ** -0.5), _init(rng, "B2", HIDDEN, scale=0.1)]
+    n = helper.make_node
+    nodes = [n("LayerNormalization", ["X", "G", "Be"], ["ln"], axis=-1, epsilon=1e-6),
+             n("MatMul", ["ln", "W1"], ["up_mm"]), n("Add", ["up_mm", "B1"], ["up"]), n("Gelu", ["up"], ["gelu"]),
+             n("MatMul", ["gelu", "W2"], ["down_mm"]), n("Add", ["down_mm", "B2"], ["down"]),
+             n("Add", ["X", "down"], ["Y"])]
+    graph = helper.make_graph(nodes, "vit_mlp_block", [helper.make_tensor_value_info("X", F, [BATCH, SEQ, HIDDEN])],
+                              [helper.make_tensor_value_info("Y", F, [BATCH, SEQ, HIDDEN])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+@pytest.mark.parametrize("gemm", ["auto", "blas"])
+@pytest.mark.parametrize("block", ["convnext", "vit_mlp"])
+def test_dense_blocks_vs_onnxruntime(monkeypatch, precision, gemm, block):
+    """Rows with a mean away from 0 and different spreads, as the LayerNorm sees them."""
+    monkeypatch.setenv("TF_POPEF_GEMM", gemm)
+    model = convnext_block() if block == "convnext" else vit_mlp_block()
+    shape = CONVNEXT_SHAPE if block == "convnext" else (BATCH, SEQ, HIDDEN)
+    rng = np.random.default_rng(3)
+    feeds = {"X": (2.0 + rng.uniform(0.3, 3.0, shape[:-1] + (1,)) * rng.standard_normal(shape)).astype(np.float32)}
+    want = run_onnxruntime(model, feeds)["Y"]
+    got = compile_and_run(model, feeds, precision=precision)["Y"].astype(np.float32)
+    tol = TOLERANCE[precision]
+    np.testing.assert_allclose(got, want, rtol=tol["rtol"], atol=tol["atol"] * float(np.abs(want).max()))
 
 
 @pytest.mark.parametrize("simd", ["portable", "avx2"])
