@@ -4,7 +4,10 @@
 // a transpose of an 8 × H·W matrix done in strips of pixels that stay in L1.
 // With attribute channels_last = 1 the plain side is [N, H, W, C] instead (a Transpose folded
 // into the reorder): each pixel's 8 channels of a block are contiguous on both sides, so the
-// reorder moves 8-element runs, a strip of pixels (all their channels) at a time.
+// reorder moves 8-element runs, a strip of pixels (all their channels) at a time, pixel by
+// pixel: the plain side is then read or written in order, the blocked side as one sequential
+// stream per block (block by block, each plain cache line was written or read in 8-element
+// pieces on separate passes: 1.2-1.9x slower, ConvNeXt's [8, 56, 56, 96] most).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -75,14 +78,16 @@ class NchwcChannelsLastReorderKernel final : public Kernel {
       for (int64_t item = i0; item < i1; ++item) {
         const int64_t image = item / strips_, p0 = (item % strips_) * strip_;
         const int64_t p1 = std::min(pixels_, p0 + strip_);
-        for (int64_t b = 0; b < blocks_; ++b) {
-          const int64_t blocked = ((image * blocks_ + b) * pixels_) * kNchwcBlock;
-          const int64_t plain = image * pixels_ * channels + b * kNchwcBlock;
-          for (int64_t p = p0; p < p1; ++p) {
+        const int64_t block_stride = pixels_ * kNchwcBlock;
+        const int64_t blocked0 = image * blocks_ * block_stride;
+        for (int64_t p = p0; p < p1; ++p) {
+          const int64_t plain = (image * pixels_ + p) * channels;
+          const int64_t blocked = blocked0 + p * kNchwcBlock;
+          for (int64_t b = 0; b < blocks_; ++b) {
             if (to_blocked_)
-              std::memcpy(y + blocked + p * kNchwcBlock, x + plain + p * channels, run_bytes);
+              std::memcpy(y + blocked + b * block_stride, x + plain + b * kNchwcBlock, run_bytes);
             else
-              std::memcpy(y + plain + p * channels, x + blocked + p * kNchwcBlock, run_bytes);
+              std::memcpy(y + plain + b * kNchwcBlock, x + blocked + b * block_stride, run_bytes);
           }
         }
       }
