@@ -4,14 +4,17 @@
 //   D = act_d(depthwise(E, Wd) + Bd)               depthwise  [N, Cexp/8, OH, OW, 8]
 //   Y = act_p(conv1x1(D, Wp) + Bp [+ X])           project    [N, Cout/8, OH, OW, 8]
 // Inputs X, We, Be, Wd, Bd, Wp, Bp in NchwcConv's layouts; `residual` = 1 adds X (stride 1,
-// Cout == Cin). The activations are none, Relu or Clip (applied in registers).
+// Cout == Cin). Without Wp and Bp (5 inputs) there is no project stage and Y is D: EfficientNet's
+// MBConv, whose squeeze-and-excite needs the whole of D before its project. The activations are
+// none, Relu, Clip or of the sigmoid family (Sigmoid, Swish, HardSigmoid, HardSwish), all applied
+// in registers.
 //
 // Why one step: as three NchwcConvs, E and D (6x the block's channels) each cross DRAM twice.
 // Here each work item (an image, or a run of its output rows when there are fewer images than
 // threads) walks its rows in bands: it expands the band's input rows (band + window halo) into
 // a buffer of its slice of scratch, runs the depthwise convolution on them into a second
-// buffer, and projects that into Y. The two buffers are sized to stay in L2 (kBandBytes), so
-// only X and Y touch memory. Consecutive bands share the window's halo rows: they move to the
+// buffer, and projects that into Y (without a project stage the depthwise writes Y's rows
+// itself). The buffers are sized to stay in L2 (kBandBytes), so only X and Y touch memory. Consecutive bands share the window's halo rows: they move to the
 // front of the buffer instead of being expanded again.
 //
 // The three stages call the NchwcConv tile rows (nchwc_tiles.h) on geometries that describe the
@@ -55,6 +58,7 @@ struct InvertedResidualParams {
   int64_t in_blocks = 0, mid_blocks = 0, out_blocks = 0;
   int64_t sh = 1, pad_top = 0, kh = 1;
   bool residual = false, half = false;
+  bool project_stage = true;  // false: Y is D (5 inputs)
   // Items: images x chunks of `chunk_rows` output rows; each chunk in bands of `band_rows`.
   int64_t chunks_per_image = 1, chunk_rows = 0, band_rows = 0;
   int64_t buffer_rows = 0;  // rows of E's planes (a band's window rows; a whole image's when it is one band)
@@ -94,14 +98,14 @@ class NchwcInvertedResidualKernel final : public Kernel {
     t.x = static_cast<const AT*>(ctx.inputs[0]);
     t.we = static_cast<const AT*>(ctx.inputs[1]);
     t.wd = static_cast<const float*>(ctx.inputs[3]);
-    t.wp = static_cast<const AT*>(ctx.inputs[5]);
+    t.wp = p_.project_stage ? static_cast<const AT*>(ctx.inputs[5]) : nullptr;
     t.y = static_cast<AT*>(ctx.outputs[0]);
     t.expand = p_.expand_epilogue;
     t.expand.bias = static_cast<const float*>(ctx.inputs[2]);
     t.depthwise = p_.depthwise_epilogue;
     t.depthwise.bias = static_cast<const float*>(ctx.inputs[4]);
     t.project = p_.project_epilogue;
-    t.project.bias = static_cast<const float*>(ctx.inputs[6]);
+    t.project.bias = p_.project_stage ? static_cast<const float*>(ctx.inputs[6]) : nullptr;
     const int64_t items = p_.n * p_.chunks_per_image;
     if (items == 0) return;
     ParallelForChunks(items, 1, [&](int64_t slice, int64_t i0, int64_t i1) {
@@ -145,9 +149,11 @@ class NchwcInvertedResidualKernel final : public Kernel {
       have_hi = hi;
       NchwcGeometry gd = p_.depthwise;
       gd.pad_top = lo - first;  // local row j's window starts at slot j·sh - pad_top
+      // Without a project stage D is Y: its rows go to Y's planes (gd.out_plane) from row oy0.
+      AT* d_rows = p_.project_stage ? d_buf : y_img + oy0 * p_.ow * kNchwcBlock;
       for (int64_t cb = 0; cb < p_.mid_blocks; ++cb)
-        for (int64_t j = 0; j < rows; ++j) DepthwiseRow(gd, e_buf, t, d_buf, cb, j);
-      Project(t, x_img, y_img, oy0, rows, d_buf);
+        for (int64_t j = 0; j < rows; ++j) DepthwiseRow(gd, e_buf, t, d_rows, cb, j);
+      if (p_.project_stage) Project(t, x_img, y_img, oy0, rows, d_buf);
     }
   }
 
@@ -200,7 +206,8 @@ class NchwcInvertedResidualKernel final : public Kernel {
 };
 
 // A stage's epilogue from attributes `<stage>_activation` / `<stage>_activation_params`: none,
-// Relu or Clip (the tiles apply them in registers, in float32 and float16 alike).
+// Relu, Clip or the sigmoid family (the tiles apply them in registers, in float32 and float16
+// alike, so E and D are rounded once as NchwcConv rounds them).
 NchwcEpilogue ReadStageEpilogue(const KernelSpec& spec, const std::string& stage) {
   const std::string name = spec.attrs.String(stage + "_activation", "");
   const std::vector<float> params = spec.attrs.Has(stage + "_activation_params")
@@ -211,15 +218,18 @@ NchwcEpilogue ReadStageEpilogue(const KernelSpec& spec, const std::string& stage
   switch (f.activation) {
     case Activation::kNone: break;
     case Activation::kRelu: e.in_register = NchwcEpilogue::InRegister::kRelu; break;
-    case Activation::kClip:
-      e.in_register = NchwcEpilogue::InRegister::kClip;
-      e.lo = f.p0;
-      e.hi = f.p1;
-      break;
+    case Activation::kClip: e.in_register = NchwcEpilogue::InRegister::kClip; break;
+    case Activation::kSigmoid: e.in_register = NchwcEpilogue::InRegister::kSigmoid; break;
+    case Activation::kSwish: e.in_register = NchwcEpilogue::InRegister::kSwish; break;
+    case Activation::kHardSigmoid: e.in_register = NchwcEpilogue::InRegister::kHardSigmoid; break;
+    case Activation::kHardSwish: e.in_register = NchwcEpilogue::InRegister::kHardSwish; break;
     default:
-      throw Error(ErrorCode::kUnimplemented, spec.Where() + ": " + stage + "_activation '" + name +
-                                                 "' (supported: none, Relu, Clip)");
+      throw Error(ErrorCode::kUnimplemented,
+                  spec.Where() + ": " + stage + "_activation '" + name +
+                      "' (supported: none, Relu, Clip, Sigmoid, Swish, HardSigmoid, HardSwish)");
   }
+  e.lo = f.p0;  // Clip's bounds; Swish's alpha; HardSigmoid's alpha and beta (NchwcEpilogue)
+  e.hi = f.p1;
   return e;
 }
 
@@ -273,9 +283,14 @@ std::unique_ptr<Kernel> PrepareNchwcInvertedResidual(const KernelSpec& spec) {
                                                std::to_string(gd.dw) + " (supported: 1x1)");
   CheckShape(spec, "depthwise weights Wd", spec.inputs[3].shape, {p.mid_blocks, gd.kh, gd.kw, kNchwcBlock});
   CheckShape(spec, "depthwise bias Bd", spec.inputs[4].shape, {p.mid_blocks * kNchwcBlock});
-  ReadPointwiseWeights(spec, "project weights Wp", spec.inputs[5].shape, p.mid_blocks, &p.out_blocks,
-                       &project_group);
-  CheckShape(spec, "project bias Bp", spec.inputs[6].shape, {p.out_blocks * kNchwcBlock});
+  p.project_stage = spec.inputs.size() == 7;
+  if (p.project_stage) {
+    ReadPointwiseWeights(spec, "project weights Wp", spec.inputs[5].shape, p.mid_blocks, &p.out_blocks,
+                         &project_group);
+    CheckShape(spec, "project bias Bp", spec.inputs[6].shape, {p.out_blocks * kNchwcBlock});
+  } else {
+    p.out_blocks = p.mid_blocks;
+  }
   p.oh = gd.oh;
   p.ow = gd.ow;
   p.sh = gd.sh;
@@ -287,13 +302,15 @@ std::unique_ptr<Kernel> PrepareNchwcInvertedResidual(const KernelSpec& spec) {
     throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": attribute 'residual' is " + std::to_string(residual) +
                                                  ", expected 0 or 1");
   p.residual = residual == 1;
+  if (p.residual && !p.project_stage)
+    throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": residual = 1 needs the project stage (Wp, Bp)");
   if (p.residual && (p.out_blocks != p.in_blocks || p.oh != p.h || p.ow != p.w))
     throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": residual = 1 adds X " + ShapeToString(x) +
                                                  " to the output " + ShapeToString(spec.outputs[0].shape) +
                                                  ", which needs the same shape");
   p.expand_epilogue = ReadStageEpilogue(spec, "expand");
   p.depthwise_epilogue = ReadStageEpilogue(spec, "depthwise");
-  p.project_epilogue = ReadStageEpilogue(spec, "project");
+  if (p.project_stage) p.project_epilogue = ReadStageEpilogue(spec, "project");
   p.half = spec.inputs[0].dtype == DType::kFloat16;
   if (spec.inputs[3].dtype != DType::kFloat32)  // (CreateNchwcInvertedResidual widens them)
     throw Error(ErrorCode::kInternal, spec.Where() + ": float16 depthwise weights reached the tiles");
@@ -311,7 +328,9 @@ std::unique_ptr<Kernel> PrepareNchwcInvertedResidual(const KernelSpec& spec) {
   // Bands: as many output rows as keep both buffers within kBandBytes, near-equal in a chunk.
   const int64_t act = p.half ? int64_t{sizeof(uint16_t)} : int64_t{sizeof(float)};
   const int64_t mid = p.mid_blocks * kNchwcBlock;
-  auto band_bytes = [&](int64_t b) { return act * mid * (((b - 1) * p.sh + p.kh) * p.w + b * p.ow); };
+  auto band_bytes = [&](int64_t b) {
+    return act * mid * (((b - 1) * p.sh + p.kh) * p.w + (p.project_stage ? b * p.ow : 0));
+  };
   int64_t fit = band_rows;
   if (fit == 0)
     for (fit = 1; fit < p.chunk_rows && band_bytes(fit + 1) <= kBandBytes;) ++fit;
@@ -326,23 +345,30 @@ std::unique_ptr<Kernel> PrepareNchwcInvertedResidual(const KernelSpec& spec) {
   gd.in_blocks = gd.out_blocks = p.mid_blocks;
   gd.h = p.buffer_rows;
   gd.oh = p.band_rows;
+  if (!p.project_stage) gd.out_plane = p.oh * p.ow * kNchwcBlock;  // the depthwise writes Y's rows
   p.expand = PointwiseGeometry(p.in_blocks, p.mid_blocks, expand_group, p.buffer_rows * p.w,
                                p.h * p.w * kNchwcBlock, 0, p.half);
-  p.project = PointwiseGeometry(p.mid_blocks, p.out_blocks, project_group, p.band_rows * p.ow, 0,
-                                p.oh * p.ow * kNchwcBlock, p.half);
+  if (p.project_stage)
+    p.project = PointwiseGeometry(p.mid_blocks, p.out_blocks, project_group, p.band_rows * p.ow, 0,
+                                  p.oh * p.ow * kNchwcBlock, p.half);
 
   p.d_offset = AlignUp(static_cast<size_t>(mid * p.buffer_rows * p.w * act));
-  p.slice_bytes = p.d_offset + AlignUp(static_cast<size_t>(mid * p.band_rows * p.ow * act));
+  p.slice_bytes =
+      p.d_offset + (p.project_stage ? AlignUp(static_cast<size_t>(mid * p.band_rows * p.ow * act)) : 0);
   p.slices = std::min<int64_t>(threads, p.n * p.chunks_per_image);
   p.tiles = NchwcTiles();
   return std::make_unique<NchwcInvertedResidualKernel>(p);
 }
 
 std::unique_ptr<Kernel> CreateNchwcInvertedResidual(const KernelSpec& spec) {
-  CheckArity(spec, 7, 7, 1);
+  CheckArity(spec, 5, 7, 1);
+  if (spec.inputs.size() == 6)
+    throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": 6 inputs; expected X, We, Be, Wd, Bd and, for the "
+                                                 "project stage, both Wp and Bp (5 or 7)");
   CheckSameDType(spec, {DType::kFloat32, DType::kFloat16});
   // X, Y and the 1x1 weights are read and written as they are (float16 widened in registers);
   // the adapter widens the biases and depthwise weights (few) once.
+  if (spec.inputs.size() == 5) return WithFloat16Support(spec, PrepareNchwcInvertedResidual, {0, 1}, {0});
   return WithFloat16Support(spec, PrepareNchwcInvertedResidual, {0, 1, 5}, {0});
 }
 
