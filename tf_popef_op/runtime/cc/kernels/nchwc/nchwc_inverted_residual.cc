@@ -11,11 +11,14 @@
 //
 // Why one step: as three NchwcConvs, E and D (6x the block's channels) each cross DRAM twice.
 // Here each work item (an image, or a run of its output rows when there are fewer images than
-// threads) walks its rows in bands: it expands the band's input rows (band + window halo) into
+// threads; without a project stage, a run of its expanded channels instead) walks its rows in
+// bands: it expands the band's input rows (band + window halo) into
 // a buffer of its slice of scratch, runs the depthwise convolution on them into a second
 // buffer, and projects that into Y (without a project stage the depthwise writes Y's rows
 // itself). The buffers are sized to stay in L2 (kBandBytes), so only X and Y touch memory. Consecutive bands share the window's halo rows: they move to the
-// front of the buffer instead of being expanded again.
+// front of the buffer instead of being expanded again. Without the project stage nothing needs
+// all expanded channels of a pixel at once, so fewer images than threads are cut into runs of
+// channel blocks, not of rows: no item expands the window's halo rows of another.
 //
 // The three stages call the NchwcConv tile rows (nchwc_tiles.h) on geometries that describe the
 // band buffers. A 1x1 stage runs as NchwcConv runs it, on its rows as one long row of pixels;
@@ -59,8 +62,10 @@ struct InvertedResidualParams {
   int64_t sh = 1, pad_top = 0, kh = 1;
   bool residual = false, half = false;
   bool project_stage = true;  // false: Y is D (5 inputs)
-  // Items: images x chunks of `chunk_rows` output rows; each chunk in bands of `band_rows`.
+  // Items: images x chunks of `chunk_rows` output rows x runs of `run_blocks` expanded channel
+  // blocks (without a project stage only; else one run of all); each item in bands of `band_rows`.
   int64_t chunks_per_image = 1, chunk_rows = 0, band_rows = 0;
+  int64_t runs_per_image = 1, run_blocks = 0;
   int64_t buffer_rows = 0;  // rows of E's planes (a band's window rows; a whole image's when it is one band)
   // Tile-row geometries: expand (X's band -> E) and project (D -> Y's band) as one long row of
   // pixels each; depthwise on E's band (pad_top set per band).
@@ -106,23 +111,28 @@ class NchwcInvertedResidualKernel final : public Kernel {
     t.depthwise.bias = static_cast<const float*>(ctx.inputs[4]);
     t.project = p_.project_epilogue;
     t.project.bias = p_.project_stage ? static_cast<const float*>(ctx.inputs[6]) : nullptr;
-    const int64_t items = p_.n * p_.chunks_per_image;
+    const int64_t per_image = p_.chunks_per_image * p_.runs_per_image;
+    const int64_t items = p_.n * per_image;
     if (items == 0) return;
     ParallelForChunks(items, 1, [&](int64_t slice, int64_t i0, int64_t i1) {
       char* base = static_cast<char*>(ctx.scratch) + slice * p_.slice_bytes;
       AT* e_buf = reinterpret_cast<AT*>(base);
       AT* d_buf = reinterpret_cast<AT*>(base + p_.d_offset);
       for (int64_t i = i0; i < i1; ++i) {
-        const int64_t image = i / p_.chunks_per_image, chunk = i % p_.chunks_per_image;
+        const int64_t image = i / per_image, chunk = i % per_image / p_.runs_per_image;
+        const int64_t run = i % p_.runs_per_image;
         const int64_t oy_begin = chunk * p_.chunk_rows, oy_end = std::min(p_.oh, oy_begin + p_.chunk_rows);
-        RunChunk(t, image, oy_begin, oy_end, e_buf, d_buf);
+        const int64_t cb0 = run * p_.run_blocks, cb1 = std::min(p_.mid_blocks, cb0 + p_.run_blocks);
+        RunChunk(t, image, oy_begin, oy_end, cb0, cb1, e_buf, d_buf);
       }
     });
   }
 
-  // Output rows [oy_begin, oy_end) of one image, band by band.
+  // Output rows [oy_begin, oy_end) of one image, band by band, expanded channel blocks [cb0, cb1)
+  // (all of them with a project stage). E's planes are the blocks' own ones in e_buf.
   template <typename AT>
-  void RunChunk(const Tensors<AT>& t, int64_t image, int64_t oy_begin, int64_t oy_end, AT* e_buf, AT* d_buf) const {
+  void RunChunk(const Tensors<AT>& t, int64_t image, int64_t oy_begin, int64_t oy_end, int64_t cb0, int64_t cb1,
+                AT* e_buf, AT* d_buf) const {
     const AT* x_img = t.x + image * p_.in_blocks * p_.h * p_.w * kNchwcBlock;
     AT* y_img = t.y + image * p_.out_blocks * p_.oh * p_.ow * kNchwcBlock;
     const int64_t e_row = p_.w * kNchwcBlock, e_plane = p_.buffer_rows * e_row;
@@ -135,15 +145,15 @@ class NchwcInvertedResidualKernel final : public Kernel {
       int64_t kept = 0;
       if (have_lo <= lo && lo < have_hi) {
         kept = have_hi - lo;
-        for (int64_t cb = 0; cb < p_.mid_blocks; ++cb)
+        for (int64_t cb = cb0; cb < cb1; ++cb)
           std::memmove(e_buf + cb * e_plane, e_buf + cb * e_plane + (lo - have_lo) * e_row,
                        static_cast<size_t>(kept * e_row) * sizeof(AT));
       }
-      Expand(t, x_img, lo, kept, hi - lo, e_buf);
+      Expand(t, x_img, lo, kept, hi - lo, cb0, cb1, e_buf);
       // Window rows past the input's bottom that fall inside E's planes read as the zero pads.
       const int64_t zero_to = std::min(p_.buffer_rows, last - lo);
       if (zero_to > hi - lo)
-        for (int64_t cb = 0; cb < p_.mid_blocks; ++cb)
+        for (int64_t cb = cb0; cb < cb1; ++cb)
           std::fill(e_buf + cb * e_plane + (hi - lo) * e_row, e_buf + cb * e_plane + zero_to * e_row, AT{});
       have_lo = lo;
       have_hi = hi;
@@ -151,19 +161,21 @@ class NchwcInvertedResidualKernel final : public Kernel {
       gd.pad_top = lo - first;  // local row j's window starts at slot j·sh - pad_top
       // Without a project stage D is Y: its rows go to Y's planes (gd.out_plane) from row oy0.
       AT* d_rows = p_.project_stage ? d_buf : y_img + oy0 * p_.ow * kNchwcBlock;
-      for (int64_t cb = 0; cb < p_.mid_blocks; ++cb)
+      for (int64_t cb = cb0; cb < cb1; ++cb)
         for (int64_t j = 0; j < rows; ++j) DepthwiseRow(gd, e_buf, t, d_rows, cb, j);
       if (p_.project_stage) Project(t, x_img, y_img, oy0, rows, d_buf);
     }
   }
 
-  // E's slots [from, to) from input rows lo + slot: pixels [from·W, to·W) of the band's long row.
+  // E's slots [from, to) of blocks [cb0, cb1) from input rows lo + slot: pixels [from·W, to·W) of
+  // the band's long row.
   template <typename AT>
-  void Expand(const Tensors<AT>& t, const AT* x_img, int64_t lo, int64_t from, int64_t to, AT* e_buf) const {
+  void Expand(const Tensors<AT>& t, const AT* x_img, int64_t lo, int64_t from, int64_t to, int64_t cb0, int64_t cb1,
+              AT* e_buf) const {
     if (from >= to) return;
     const AT* x_band = x_img + lo * p_.w * kNchwcBlock;
-    for (int64_t ob0 = 0; ob0 < p_.mid_blocks; ob0 += kItemBlocks)
-      ConvRow(p_.expand, x_band, t.we, t.expand, Partial(e_buf), e_buf, ob0, std::min(kItemBlocks, p_.mid_blocks - ob0),
+    for (int64_t ob0 = cb0; ob0 < cb1; ob0 += kItemBlocks)
+      ConvRow(p_.expand, x_band, t.we, t.expand, Partial(e_buf), e_buf, ob0, std::min(kItemBlocks, cb1 - ob0),
               from * p_.w, to * p_.w);
   }
 
@@ -319,17 +331,26 @@ std::unique_ptr<Kernel> PrepareNchwcInvertedResidual(const KernelSpec& spec) {
     throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": attribute 'band_rows' is " + std::to_string(band_rows) +
                                                  ", expected 0 (by the L2 budget) or a number of output rows");
 
-  // Items: each image, cut into runs of rows when there are fewer images than threads.
+  // Items: each image, cut into runs of rows (with a project stage) when there are fewer images
+  // than threads; without one, into runs of expanded channel blocks (whole groups of the expand's
+  // weights) also when the images do not divide among the threads (3 on 2: 6 items, 3 each).
   const int64_t threads = ThreadPool::Global().num_threads();
-  p.chunks_per_image = std::clamp<int64_t>(p.n >= threads ? 1 : (threads + p.n - 1) / std::max<int64_t>(1, p.n), 1,
-                                           std::max<int64_t>(1, p.oh));
+  const int64_t cuts = p.n >= threads ? 1 : (threads + p.n - 1) / std::max<int64_t>(1, p.n);
+  const int64_t channel_cuts = p.n % threads == 0 ? 1 : p.n < threads ? cuts : threads;
+  const int64_t groups = p.mid_blocks / expand_group;
+  p.runs_per_image = p.project_stage ? 1 : std::clamp<int64_t>(channel_cuts, 1, std::max<int64_t>(1, groups));
+  p.run_blocks = (groups + p.runs_per_image - 1) / p.runs_per_image * expand_group;
+  p.runs_per_image = std::max<int64_t>(1, (p.mid_blocks + p.run_blocks - 1) / std::max<int64_t>(1, p.run_blocks));
+  p.chunks_per_image = p.project_stage ? std::clamp<int64_t>(cuts, 1, std::max<int64_t>(1, p.oh)) : 1;
   p.chunk_rows = (p.oh + p.chunks_per_image - 1) / p.chunks_per_image;
   p.chunks_per_image = std::max<int64_t>(1, (p.oh + p.chunk_rows - 1) / std::max<int64_t>(1, p.chunk_rows));
-  // Bands: as many output rows as keep both buffers within kBandBytes, near-equal in a chunk.
+  // Bands: as many output rows as keep an item's buffers (its runs' planes) within kBandBytes,
+  // near-equal in a chunk.
   const int64_t act = p.half ? int64_t{sizeof(uint16_t)} : int64_t{sizeof(float)};
   const int64_t mid = p.mid_blocks * kNchwcBlock;
+  const int64_t run = p.run_blocks * kNchwcBlock;
   auto band_bytes = [&](int64_t b) {
-    return act * mid * (((b - 1) * p.sh + p.kh) * p.w + (p.project_stage ? b * p.ow : 0));
+    return act * run * (((b - 1) * p.sh + p.kh) * p.w + (p.project_stage ? b * p.ow : 0));
   };
   int64_t fit = band_rows;
   if (fit == 0)
@@ -355,7 +376,7 @@ std::unique_ptr<Kernel> PrepareNchwcInvertedResidual(const KernelSpec& spec) {
   p.d_offset = AlignUp(static_cast<size_t>(mid * p.buffer_rows * p.w * act));
   p.slice_bytes =
       p.d_offset + (p.project_stage ? AlignUp(static_cast<size_t>(mid * p.band_rows * p.ow * act)) : 0);
-  p.slices = std::min<int64_t>(threads, p.n * p.chunks_per_image);
+  p.slices = std::min<int64_t>(threads, p.n * p.chunks_per_image * p.runs_per_image);
   p.tiles = NchwcTiles();
   return std::make_unique<NchwcInvertedResidualKernel>(p);
 }
