@@ -63,16 +63,6 @@ def lower_nchwc_inverted_residual(ctx: NodeContext) -> KernelCall:
     if tuple(ctx.output_type(0).shape) != tuple(expected):
         raise ctx.error(f"output '{ctx.node.output[0]}' has shape {ctx.output_type(0).shape_text()}, expected "
                         f"{list(expected)}")
-    if len(ctx.node.output) > 2:
-        raise ctx.error(f"outputs {list(ctx.node.output)}: expected Y and, without the project stage, the mean M")
-    if len(ctx.node.output) == 2:
-        if project:
-            raise ctx.error(f"the mean output M '{ctx.node.output[1]}' needs the block without its project stage "
-                            f"(5 inputs)")
-        mean = inverted_residual.mean_shape(expected)
-        if tuple(ctx.output_type(1).shape) != mean:
-            raise ctx.error(f"mean output M '{ctx.node.output[1]}' has shape {ctx.output_type(1).shape_text()}, "
-                            f"expected {list(mean)}")
     attrs["residual"] = residual
     for stage in inverted_residual.STAGES if project else inverted_residual.STAGES[:2]:
         attrs.update(_stage_activation(ctx, stage))

@@ -34,9 +34,8 @@ being [N, C/8, H, W, 8]:
                                  as Winograd's F(m x m, 3x3) (compiler/onnx_graph/winograd.py), U
                                  the transformed weights [(m+2)², M/G, C/8, 8, G] (float32 or float16
                                  whatever X's type: the pass writes float32); X, Sum, Y blocked
-  NchwcInvertedResidual(X, We, Be, Wd, Bd[, Wp, Bp]) -> Y[, M]  expand 1x1 -> depthwise [-> project
-                                 1x1 [+ X]] in one step; M: the depthwise's mean over the plane
-                                 (compiler/onnx_graph/inverted_residual.py)
+  NchwcInvertedResidual(X, We, Be, Wd, Bd[, Wp, Bp])  expand 1x1 -> depthwise [-> project 1x1 [+ X]]
+                                 in one step (compiler/onnx_graph/inverted_residual.py)
   NchwcMaxPool(X)                kernel_shape strides dilations pads, ceil_mode (only for Y's
                                  shape, ONNX's MaxPool formula), zero_pads (1: the pads hold
                                  zeros, a folded Pad); X and Y blocked
@@ -162,11 +161,11 @@ def _static_shape(ctx, i: int) -> Optional[List[int]]:
     return [int(d.dim_value) for d in dims] if all(d.HasField("dim_value") for d in dims) else None
 
 
-def _set_output(ctx, shape: Optional[Sequence[int]], index: int = 0) -> None:
-    """Output `index` (Y): X's element type, `shape` (None: unknown)."""
+def _set_output(ctx, shape: Optional[Sequence[int]]) -> None:
+    """Y: X's element type, `shape` (None: unknown)."""
     x = ctx.get_input_type(0)
     if x is not None and x.HasField("tensor_type"):
-        ctx.set_output_type(index, helper.make_tensor_type_proto(x.tensor_type.elem_type,
+        ctx.set_output_type(0, helper.make_tensor_type_proto(x.tensor_type.elem_type,
                                                              None if shape is None else list(shape)))
 
 
@@ -237,8 +236,6 @@ def _infer_nchwc_inverted_residual(ctx) -> None:
     except ValueError:
         shape = None
     _set_output(ctx, shape)
-    if ctx.get_num_outputs() > 1:  # M: D's mean over the plane
-        _set_output(ctx, None if shape is None else inverted_residual.mean_shape(shape), index=1)
 
 
 _POOL_ATTRS = ("kernel_shape", "strides", "dilations", "pads", "ceil_mode")
@@ -272,10 +269,9 @@ def _infer_nchwc_pool(ctx) -> None:
 _FLOATS = ["tensor(float)", "tensor(float16)"]
 
 
-def _nchwc_schema(name: str, doc: str, inputs, attrs, infer, outputs=(("Y", "", False),)) -> defs.OpSchema:
+def _nchwc_schema(name: str, doc: str, inputs, attrs, infer) -> defs.OpSchema:
     """inputs: (name, description, optional[, type parameter: "T" (Y's, the default) or "TW" (any
-    float type, independently)]); attrs: (name, AttrType, description), all optional; outputs:
-    (name, description, optional), all of type T."""
+    float type, independently)]); attrs: (name, AttrType, description), all optional."""
     fp = defs.OpSchema.FormalParameter
     option = defs.OpSchema.FormalParameterOption
     typed = [(n, d, opt, rest[0] if rest else "T") for n, d, opt, *rest in inputs]
@@ -285,8 +281,7 @@ def _nchwc_schema(name: str, doc: str, inputs, attrs, infer, outputs=(("Y", "", 
     schema = defs.OpSchema(
         name, DOMAIN, VERSION, f"{doc} (tf-popef internal op, NCHW8c layout)",
         inputs=[fp(n, t, d, param_option=option.Optional if opt else option.Single) for n, d, opt, t in typed],
-        outputs=[fp(n, "T", d, param_option=option.Optional if opt else option.Single) for n, d, opt in outputs],
-        type_constraints=constraints,
+        outputs=[fp("Y", "T", "")], type_constraints=constraints,
         attributes=[defs.OpSchema.Attribute(n, t, d, required=False) for n, t, d in attrs])
     schema.set_type_and_shape_inference_function(infer)
     return schema
@@ -323,8 +318,7 @@ def _nchwc_schemas() -> List[defs.OpSchema]:
                        for stage in inverted_residual.STAGES
                        for suffix, kind, what in (("activation", string, "activation"),
                                                   ("activation_params", floats, "activation parameters"))],
-                      _infer_nchwc_inverted_residual,
-                      outputs=(("Y", "", False), ("M", "without the project: Y's mean over the plane", True))),
+                      _infer_nchwc_inverted_residual),
         _nchwc_schema("NchwcMaxPool", "MaxPool on a blocked tensor", [x],
                       window + [("ceil_mode", defs.OpSchema.AttrType.INT, "only for Y's shape"),
                                 ("zero_pads", defs.OpSchema.AttrType.INT, "1: the pads are zeros (a folded Pad)")],

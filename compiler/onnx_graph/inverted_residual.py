@@ -5,13 +5,12 @@ depthwise only (EfficientNet's MBConv, whose squeeze-and-excite reads the whole 
 before the project). Shared by the internal op's shape inference
 (internal_ops.py), the pass that writes it (to_inverted_residual) and its lowering.
 
-  NchwcInvertedResidual(X, We, Be, Wd, Bd[, Wp, Bp]) -> Y[, M]
+  NchwcInvertedResidual(X, We, Be, Wd, Bd[, Wp, Bp]) -> Y
     X [N, Cin/8, H, W, 8]; We, Wp blocked 1x1 NchwcConv weights; Wd depthwise [Cexp/8, KH, KW, 8];
     Be, Bd [Cexp], Bp [Cout]; the depthwise window in kernel_shape / strides / dilations (1) /
     pads; <stage>_activation / <stage>_activation_params per stage (expand, depthwise, project:
     none, Relu, Clip or of the sigmoid family); residual (0/1, project stage only): Y also adds X.
-    Without Wp and Bp, Y is the depthwise output D [N, Cexp/8, OH, OW, 8], and the optional M
-    [N, Cexp/8, 1, 1, 8] its mean over the plane (squeeze-and-excite's squeeze, so that step goes)."""
+    Without Wp and Bp, Y is the depthwise output D [N, Cexp/8, OH, OW, 8]."""
 from typing import Optional, Sequence, Tuple
 
 from compiler.onnx_graph import nchwc
@@ -19,11 +18,6 @@ from compiler.onnx_graph import nchwc
 STAGES = ("expand", "depthwise", "project")
 # The activations the runtime's tiles apply in registers (float32 and float16 alike).
 ACTIVATIONS = ("", "Relu", "Clip", "Sigmoid", "Swish", "HardSigmoid", "HardSwish")
-
-
-def mean_shape(y: Sequence[int]) -> Tuple[int, ...]:
-    """M [N, Cexp/8, 1, 1, 8] for Y = D [N, Cexp/8, OH, OW, 8]."""
-    return (y[0], y[1], 1, 1, y[4])
 
 
 def output_shape(x: Sequence[int], we: Sequence[int], wd: Sequence[int], wp: Optional[Sequence[int]],

@@ -6,8 +6,7 @@
 // planes, one-sided pads, unpaired channel blocks, two passes over the input channels, batch > 1
 // (whole images per work item) and batch 1 (images cut into runs of rows per thread). The same
 // without the project stage (5 inputs, Y = D: EfficientNet's MBConv before its squeeze-and-excite)
-// with swish on both stages, against the two NchwcConv steps it replaces, and with its second
-// output, D's mean over the plane, against the naive block's mean.
+// with swish on both stages, against the two NchwcConv steps it replaces.
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -270,39 +269,6 @@ KERNEL_TEST(NchwcInvertedResidual_EveryPath_BitIdenticalToThreeNchwcConvs) {
   });
 }
 
-// D's per-channel mean over the plane, blocked [N, Cexp/8, 1, 1, 8], from the blocked D.
-std::vector<double> PlaneMeans(const std::vector<double>& d_blocked, int64_t n, int64_t c, int64_t pixels) {
-  std::vector<double> m(static_cast<size_t>(n * c));
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t cb = 0; cb < c / B; ++cb)
-      for (int64_t p = 0; p < pixels; ++p)
-        for (int64_t l = 0; l < B; ++l)
-          m[static_cast<size_t>((i * c / B + cb) * B + l)] +=
-              d_blocked[static_cast<size_t>(((i * c / B + cb) * pixels + p) * B + l)] / static_cast<double>(pixels);
-  return m;
-}
-
-KERNEL_TEST(NchwcInvertedResidual_WithoutProject_MeanOutput_EveryPath) {
-  uint32_t seed = 35000;
-  ForEachSimdPath([&] {
-    for (DType dtype : {F32, F16})
-      for (BlockCase k : Cases()) {
-        if (k.project) continue;
-        const BlockData d = RandomBlock(k, seed += 8, dtype);
-        const std::vector<double> dw = ChainedSteps(k, d, dtype);  // D as the two steps store it
-        const size_t failures = CurrentFailures().size();
-        // Y bit-identical to the two steps; M within float32 summation (float16: its rounding) of
-        // the mean of that D
-        FusedTester(k, d, dtype)
-            .AddOutput(dtype, BlockedShape(k.n, k.cexp, k.oh(), k.ow()), dw)
-            .AddOutput(dtype, {k.n, k.cexp / B, 1, 1, B}, PlaneMeans(dw, k.n, k.cexp, k.oh() * k.ow()))
-            .Tolerance(dtype == F16 ? 2e-3 : 1e-5, dtype == F16 ? 2e-3 : 1e-5)
-            .Run();
-        Label(failures, k.Describe() + (dtype == F16 ? " float16" : " float32") + " with the mean");
-      }
-  });
-}
-
 KERNEL_TEST(NchwcInvertedResidual_ConcurrentRuns_ShareNothing) {
   const BlockCase k{1, 16, 96, 16, 14, 14, 3, 1, 1, 1, 1, 1, true, 3};
   const BlockData d = RandomBlock(k, 33000, F32);
@@ -332,10 +298,6 @@ KERNEL_TEST(NchwcInvertedResidual_BadSpecs_RaiseNamedErrors) {
   tester(no_project).ExpectError(kInvalid, "residual = 1 needs the project stage");
   no_project.residual = false;
   tester(no_project).AddInput(F32, {8}, d.bp).ExpectError(kInvalid, "6 inputs");
-  tester(ok).AddOutput(F32, {1, 2, 1, 1, 8}, std::vector<double>(16))
-      .ExpectError(kInvalid, "the mean output M needs the block without its project stage");
-  tester(no_project).AddOutput(F32, {1, 1, 1, 1, 8}, std::vector<double>(8))
-      .ExpectError(kInvalid, "output 1");
   tester(ok).Attr("dilations", std::vector<int64_t>{2, 2}).ExpectError(kUnimpl, "depthwise dilations 2x2");
   tester(ok).Attr("residual", 2).ExpectError(kInvalid, "attribute 'residual' is 2");
   tester(ok).Attr("band_rows", -1).ExpectError(kInvalid, "attribute 'band_rows' is -1");

@@ -240,8 +240,7 @@ class NchwcWinogradConv(OpRun):
 
 class NchwcInvertedResidual(OpRun):
     """Expand 1x1 -> depthwise [-> project 1x1 [+ X]], each stage's output rounded to X's type as
-    the runtime stores it between stages; without Wp and Bp the depthwise's output [and its mean
-    over the plane]."""
+    the runtime stores it between stages; without Wp and Bp the depthwise's output."""
     op_domain = DOMAIN
 
     def _run(self, x, we, be, wd, bd, wp=None, bp=None, kernel_shape=None, strides=None, dilations=None, pads=None,
@@ -258,9 +257,6 @@ class NchwcInvertedResidual(OpRun):
         for w, b, group, window, activation, params, s in stages:
             y = conv2d(stage, onnx_weights(w, 5, group), *window, group)
             stage = from_blocked(_conv_epilogue(y, x.dtype, b, s, activation, params))
-        if len(self.output) > 1:  # M: the depthwise's mean over the plane, rounded once
-            mean = stage.astype(np.float64).mean(axis=(2, 3), keepdims=True).astype(x.dtype)
-            return to_blocked(stage), to_blocked(mean)
         return (to_blocked(stage),)
 
 

@@ -4,9 +4,7 @@ block in one step, so the runtime keeps the expanded activation in cache band by
 of writing and reading it through memory twice. Where the depthwise's output goes elsewhere
 than one project (EfficientNet's MBConv: squeeze-and-excite reads it whole, then the project),
 the expand -> depthwise pair alone becomes an NchwcInvertedResidual without the project stage
-(5 inputs; its output is the depthwise's), so the expanded activation still stays in cache; a
-ReduceMean of that output over the plane (the squeeze) becomes the fused node's second output M,
-summed from the depthwise's rows while they are in cache.
+(5 inputs; its output is the depthwise's), so the expanded activation still stays in cache.
 
 Rewritten (the NchwcConvs written by to_nchwc_layout, which runs before), per the policy
 (PassContext.inverted_residual, CompilerOptions.inverted_residual):
@@ -88,10 +86,6 @@ def to_inverted_residual(model, ctx):
             continue
         _fuse(rewrite, types, depthwise, (expand, depthwise), residual=False)
         doomed.append(expand)
-        squeeze = _plane_mean(depthwise.output[0], readers, types)
-        if squeeze is not None:
-            depthwise.output.append(squeeze.output[0])
-            doomed.append(squeeze)
     remove_nodes(model.graph, doomed)
     return model
 
@@ -160,19 +154,6 @@ def _match(project: onnx.NodeProto, made, readers, outputs, types):
     if len(project.input) > 3 and project.input[3] and project.input[3] != expand.input[0]:
         return None
     return (expand, depthwise) if types[project.output[0]].elem_type == types[expand.input[0]].elem_type else None
-
-
-def _plane_mean(name: str, readers, types) -> Optional[onnx.NodeProto]:
-    """The first ReduceMean of blocked `name` over its plane (axes 2, 3, keepdims) to the same dtype."""
-    for node in readers.get(name, []):
-        if node.op_type != "ReduceMean" or node.domain not in ("", "ai.onnx") or len(node.input) != 1:
-            continue
-        a = _attrs(node)
-        y = types.get(node.output[0])
-        if (sorted(a.get("axes", [])) in ([2, 3], [-3, -2]) and int(a.get("keepdims", 1)) == 1 and y is not None
-                and y.elem_type == types[name].elem_type):
-            return node
-    return None
 
 
 def _no_extra_inputs(node: onnx.NodeProto) -> bool:

@@ -242,9 +242,8 @@ def test_pass_alone_without_blocked_convs_is_a_no_op():
 # --- expand -> depthwise pairs (no project stage) ---------------------------------------------------
 def test_all_rewrites_every_mbconv_pair():
     """Squeeze-and-excite reads the depthwise's output, so each block's expand -> depthwise pair is
-    fused without the project; the squeeze's ReduceMean becomes the fused node's second output,
-    which the SE's reduce conv reads, and the project (with the SE scale as its input scale)
-    reads the first."""
+    fused without the project; the mean, the SE convs and the project (with the SE scale as its
+    input scale) read the fused node's output."""
     model = efficientnet_like()
     out = fused(model)
     assert rewritten(out) == ["a_depthwise", "b_depthwise", "c_depthwise", "d_depthwise"]
@@ -256,13 +255,10 @@ def test_all_rewrites_every_mbconv_pair():
                            "residual": 0, "expand_activation": b"Swish", "expand_activation_params": [1.0],
                            "depthwise_activation": b"Swish", "depthwise_activation_params": [1.0]}
     assert attrs_of(d)["kernel_shape"] == [5, 5] and attrs_of(d)["pads"] == [1, 1, 2, 2]
-    assert not any(n.op_type == "ReduceMean" for n in out.graph.node)
-    assert len(a.output) == 2 and len(d.output) == 2
     readers = [n for n in out.graph.node if a.output[0] in n.input]
     # the project reads it directly (the SE scale folded in) or through the excitation Mul (float32
     # convolutions with few pixels per output channel keep it: fold_channel_scale_into_nchwc_conv)
-    assert [n.op_type for n in readers] in (["Mul"], ["NchwcConv"]), readers
-    assert [n.name for n in out.graph.node if a.output[1] in n.input] == ["a_reduce"]
+    assert sorted(n.op_type for n in readers) in (["Mul", "ReduceMean"], ["NchwcConv", "ReduceMean"]), readers
     check(model, out)
 
 
@@ -275,15 +271,12 @@ def test_auto_fuses_pairs_at_the_measured_batches():
 
 
 def test_float16_pairs_match_the_float16_steps():
-    """D is rounded to float16 as the two steps store it; only the squeeze's mean is computed in
-    another order (from D's rows as they are written), so the outputs agree to float16 rounding."""
     model = efficientnet_like(dtype=F16)
     out, steps = fused(model), fused(model, "off")
     assert len(rewritten(out)) == 4
     lower_graph(out, WeightStore(), "test.onnx", prepare_body=prepare_control_flow_body)
     feeds = random_feeds(model)
-    got, want = run_internal(out, feeds)[0].astype(np.float32), run_internal(steps, feeds)[0].astype(np.float32)
-    np.testing.assert_allclose(got, want, rtol=1e-2, atol=1e-2 * float(np.abs(want).max()))
+    np.testing.assert_array_equal(run_internal(out, feeds)[0], run_internal(steps, feeds)[0])
 
 
 def test_whole_block_is_preferred_to_the_pair():
@@ -344,24 +337,3 @@ def test_pair_without_project_inputs_is_checked_at_lowering():
     node.attribute.extend(attrs)
     with pytest.raises(Exception, match="pair.*expected X, We, Be, Wd, Bd and, for the project stage, both Wp and Bp"):
         lower_graph(model, WeightStore(), "test.onnx", prepare_body=prepare_control_flow_body)
-
-
-def test_squeeze_that_is_not_the_plane_mean_stays():
-    """A ReduceMean over other axes, or without keepdims, is left to its own step."""
-    for axes, keepdims in (([1], 1), ([2], 1), ([2, 3], 0)):
-        net = Blocks()
-        s = net.conv("X", 8, 16, name="stem")
-        e = net.act(net.conv(s, 16, 64, name="a_expand"), "Swish")
-        d = net.act(net.conv(e, 64, 64, k=3, group=64, name="a_depthwise", pads=[1] * 4), "Swish")
-        net.nodes.append(helper.make_node("ReduceMean", [d], ["m"], axes=axes, keepdims=keepdims))
-        net.nodes.append(helper.make_node("Mul", [d, "m"] if keepdims else [d, d], ["y"]))
-        outputs = ["y"] if keepdims else ["y", "m"]
-        model = net.model((1, 8, 6, 6), "y")
-        if not keepdims:
-            model.graph.output.append(helper.make_tensor_value_info("m", F32, None))
-            write_type(model.graph.output[1], infer_types(model).types["m"])
-        out = fused(model)
-        assert rewritten(out) == ["a_depthwise"], (axes, keepdims)
-        assert sum(n.op_type == "ReduceMean" for n in out.graph.node) == 1, (axes, keepdims)
-        assert len(next(n for n in out.graph.node if n.op_type == OP).output) == 1, outputs
-        check(model, out)

@@ -5,9 +5,7 @@
 //   Y = act_p(conv1x1(D, Wp) + Bp [+ X])           project    [N, Cout/8, OH, OW, 8]
 // Inputs X, We, Be, Wd, Bd, Wp, Bp in NchwcConv's layouts; `residual` = 1 adds X (stride 1,
 // Cout == Cin). Without Wp and Bp (5 inputs) there is no project stage and Y is D: EfficientNet's
-// MBConv, whose squeeze-and-excite needs the whole of D before its project; a second output M
-// [N, Cexp/8, 1, 1, 8] then takes the squeeze's mean of D over the plane, summed (in float32)
-// from each row of D as it is written, while it is in cache, so the mean step goes. The activations are
+// MBConv, whose squeeze-and-excite needs the whole of D before its project. The activations are
 // none, Relu, Clip or of the sigmoid family (Sigmoid, Swish, HardSigmoid, HardSwish), all applied
 // in registers.
 //
@@ -40,7 +38,6 @@
 #include "tf_popef_op/runtime/cc/kernels/nchwc/nchwc_checks.h"
 #include "tf_popef_op/runtime/cc/kernels/nchwc/nchwc_tiles.h"
 #include "tf_popef_op/runtime/cc/kernels/support/fp16_adapter.h"
-#include "tf_popef_op/runtime/cc/kernels/support/fp16_convert.h"
 #include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
 
 namespace tfpopef {
@@ -65,7 +62,6 @@ struct InvertedResidualParams {
   int64_t sh = 1, pad_top = 0, kh = 1;
   bool residual = false, half = false;
   bool project_stage = true;  // false: Y is D (5 inputs)
-  bool mean = false;          // output 1: D's mean over the plane (no project stage only)
   // Items: images x chunks of `chunk_rows` output rows x runs of `run_blocks` expanded channel
   // blocks (without a project stage only; else one run of all); each item in bands of `band_rows`.
   int64_t chunks_per_image = 1, chunk_rows = 0, band_rows = 0;
@@ -75,7 +71,7 @@ struct InvertedResidualParams {
   // pixels each; depthwise on E's band (pad_top set per band).
   NchwcGeometry expand, depthwise, project;
   NchwcEpilogue expand_epilogue, depthwise_epilogue, project_epilogue;
-  size_t d_offset = 0, sums_offset = 0, slice_bytes = 0;
+  size_t d_offset = 0, slice_bytes = 0;
   int64_t slices = 0;
   NchwcTileFns tiles;
 };
@@ -98,7 +94,6 @@ class NchwcInvertedResidualKernel final : public Kernel {
     const AT *x, *we, *wp;
     const float* wd;
     AT* y;
-    AT* m;  // D's means, or null
     NchwcEpilogue expand, depthwise, project;
   };
 
@@ -110,7 +105,6 @@ class NchwcInvertedResidualKernel final : public Kernel {
     t.wd = static_cast<const float*>(ctx.inputs[3]);
     t.wp = p_.project_stage ? static_cast<const AT*>(ctx.inputs[5]) : nullptr;
     t.y = static_cast<AT*>(ctx.outputs[0]);
-    t.m = p_.mean ? static_cast<AT*>(ctx.outputs[1]) : nullptr;
     t.expand = p_.expand_epilogue;
     t.expand.bias = static_cast<const float*>(ctx.inputs[2]);
     t.depthwise = p_.depthwise_epilogue;
@@ -124,15 +118,12 @@ class NchwcInvertedResidualKernel final : public Kernel {
       char* base = static_cast<char*>(ctx.scratch) + slice * p_.slice_bytes;
       AT* e_buf = reinterpret_cast<AT*>(base);
       AT* d_buf = reinterpret_cast<AT*>(base + p_.d_offset);
-      float* sums = reinterpret_cast<float*>(base + p_.sums_offset);
       for (int64_t i = i0; i < i1; ++i) {
         const int64_t image = i / per_image, chunk = i % per_image / p_.runs_per_image;
         const int64_t run = i % p_.runs_per_image;
         const int64_t oy_begin = chunk * p_.chunk_rows, oy_end = std::min(p_.oh, oy_begin + p_.chunk_rows);
         const int64_t cb0 = run * p_.run_blocks, cb1 = std::min(p_.mid_blocks, cb0 + p_.run_blocks);
-        if (p_.mean) std::fill(sums, sums + (cb1 - cb0) * kNchwcBlock, 0.0f);
-        RunChunk(t, image, oy_begin, oy_end, cb0, cb1, e_buf, d_buf, sums);
-        if (p_.mean) WriteMeans(sums, t.m + (image * p_.mid_blocks + cb0) * kNchwcBlock, (cb1 - cb0) * kNchwcBlock);
+        RunChunk(t, image, oy_begin, oy_end, cb0, cb1, e_buf, d_buf);
       }
     });
   }
@@ -141,7 +132,7 @@ class NchwcInvertedResidualKernel final : public Kernel {
   // (all of them with a project stage). E's planes are the blocks' own ones in e_buf.
   template <typename AT>
   void RunChunk(const Tensors<AT>& t, int64_t image, int64_t oy_begin, int64_t oy_end, int64_t cb0, int64_t cb1,
-                AT* e_buf, AT* d_buf, float* sums) const {
+                AT* e_buf, AT* d_buf) const {
     const AT* x_img = t.x + image * p_.in_blocks * p_.h * p_.w * kNchwcBlock;
     AT* y_img = t.y + image * p_.out_blocks * p_.oh * p_.ow * kNchwcBlock;
     const int64_t e_row = p_.w * kNchwcBlock, e_plane = p_.buffer_rows * e_row;
@@ -171,10 +162,7 @@ class NchwcInvertedResidualKernel final : public Kernel {
       // Without a project stage D is Y: its rows go to Y's planes (gd.out_plane) from row oy0.
       AT* d_rows = p_.project_stage ? d_buf : y_img + oy0 * p_.ow * kNchwcBlock;
       for (int64_t cb = cb0; cb < cb1; ++cb)
-        for (int64_t j = 0; j < rows; ++j) {
-          DepthwiseRow(gd, e_buf, t, d_rows, cb, j);
-          if (p_.mean) AddRowSums(d_rows + cb * gd.out_block_stride() + j * p_.ow * kNchwcBlock, sums + (cb - cb0) * kNchwcBlock);
-        }
+        for (int64_t j = 0; j < rows; ++j) DepthwiseRow(gd, e_buf, t, d_rows, cb, j);
       if (p_.project_stage) Project(t, x_img, y_img, oy0, rows, d_buf);
     }
   }
@@ -201,38 +189,6 @@ class NchwcInvertedResidualKernel final : public Kernel {
     for (int64_t ob0 = 0; ob0 < p_.out_blocks; ob0 += kItemBlocks)
       ConvRow(p_.project, d_buf, t.wp, e, Partial(y_band), y_band, ob0, std::min(kItemBlocks, p_.out_blocks - ob0), 0,
               rows * p_.ow);
-  }
-
-  // acc[l] += lane l of the row's ow pixels (a row of D just written, in L1).
-  void AddRowSums(const float* row, float* acc) const {
-    float a[kNchwcBlock] = {};
-    for (int64_t x = 0; x < p_.ow; ++x)
-      for (int64_t l = 0; l < kNchwcBlock; ++l) a[l] += row[x * kNchwcBlock + l];
-    for (int64_t l = 0; l < kNchwcBlock; ++l) acc[l] += a[l];
-  }
-  void AddRowSums(const uint16_t* row, float* acc) const {
-    constexpr int64_t kPiece = 64;  // pixels widened at a time
-    alignas(64) float piece[kPiece * kNchwcBlock];
-    float a[kNchwcBlock] = {};
-    for (int64_t x0 = 0; x0 < p_.ow; x0 += kPiece) {
-      const int64_t n = std::min(kPiece, p_.ow - x0);
-      WidenHalfToFloat(row + x0 * kNchwcBlock, piece, n * kNchwcBlock);
-      for (int64_t x = 0; x < n; ++x)
-        for (int64_t l = 0; l < kNchwcBlock; ++l) a[l] += piece[x * kNchwcBlock + l];
-    }
-    for (int64_t l = 0; l < kNchwcBlock; ++l) acc[l] += a[l];
-  }
-  void WriteMeans(const float* sums, float* m, int64_t n) const {
-    const float scale = 1.0f / static_cast<float>(p_.oh * p_.ow);
-    for (int64_t i = 0; i < n; ++i) m[i] = sums[i] * scale;
-  }
-  void WriteMeans(const float* sums, uint16_t* m, int64_t n) const {
-    const float scale = 1.0f / static_cast<float>(p_.oh * p_.ow);
-    float means[kNchwcBlock];
-    for (int64_t i0 = 0; i0 < n; i0 += kNchwcBlock) {
-      for (int64_t l = 0; l < kNchwcBlock; ++l) means[l] = sums[i0 + l] * scale;
-      NarrowFloatToHalf(means, m + i0, kNchwcBlock);
-    }
   }
 
   // Where a float32 1x1 stage keeps its partial sums between passes: its output itself. A float16
@@ -349,11 +305,6 @@ std::unique_ptr<Kernel> PrepareNchwcInvertedResidual(const KernelSpec& spec) {
   }
   p.oh = gd.oh;
   p.ow = gd.ow;
-  p.mean = spec.outputs.size() == 2;
-  if (p.mean && p.project_stage)
-    throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": the mean output M needs the block without its project "
-                                                 "stage (5 inputs)");
-  if (p.mean) CheckOutputShape(spec, 1, {p.n, p.mid_blocks, 1, 1, kNchwcBlock});
   p.sh = gd.sh;
   p.kh = gd.kh;
   p.pad_top = gd.pad_top;
@@ -423,27 +374,22 @@ std::unique_ptr<Kernel> PrepareNchwcInvertedResidual(const KernelSpec& spec) {
                                   p.oh * p.ow * kNchwcBlock, p.half);
 
   p.d_offset = AlignUp(static_cast<size_t>(mid * p.buffer_rows * p.w * act));
-  p.sums_offset = p.d_offset + (p.project_stage ? AlignUp(static_cast<size_t>(mid * p.band_rows * p.ow * act)) : 0);
-  p.slice_bytes = p.sums_offset + (p.mean ? AlignUp(static_cast<size_t>(mid) * sizeof(float)) : 0);
+  p.slice_bytes =
+      p.d_offset + (p.project_stage ? AlignUp(static_cast<size_t>(mid * p.band_rows * p.ow * act)) : 0);
   p.slices = std::min<int64_t>(threads, p.n * p.chunks_per_image * p.runs_per_image);
   p.tiles = NchwcTiles();
   return std::make_unique<NchwcInvertedResidualKernel>(p);
 }
 
 std::unique_ptr<Kernel> CreateNchwcInvertedResidual(const KernelSpec& spec) {
-  if (spec.outputs.size() != 1 && spec.outputs.size() != 2)
-    throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": expects 1 output (Y) or 2 (Y and the mean M), got " +
-                                                 std::to_string(spec.outputs.size()));
-  CheckArity(spec, 5, 7, spec.outputs.size());
+  CheckArity(spec, 5, 7, 1);
   if (spec.inputs.size() == 6)
     throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": 6 inputs; expected X, We, Be, Wd, Bd and, for the "
                                                  "project stage, both Wp and Bp (5 or 7)");
   CheckSameDType(spec, {DType::kFloat32, DType::kFloat16});
   // X, Y and the 1x1 weights are read and written as they are (float16 widened in registers);
   // the adapter widens the biases and depthwise weights (few) once.
-  if (spec.inputs.size() == 5)
-    return WithFloat16Support(spec, PrepareNchwcInvertedResidual, {0, 1},
-                              spec.outputs.size() == 2 ? std::vector<size_t>{0, 1} : std::vector<size_t>{0});
+  if (spec.inputs.size() == 5) return WithFloat16Support(spec, PrepareNchwcInvertedResidual, {0, 1}, {0});
   return WithFloat16Support(spec, PrepareNchwcInvertedResidual, {0, 1, 5}, {0});
 }
 
