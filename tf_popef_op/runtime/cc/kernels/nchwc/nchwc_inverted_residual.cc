@@ -12,13 +12,15 @@
 // Why one step: as three NchwcConvs, E and D (6x the block's channels) each cross DRAM twice.
 // Here each work item (an image, or a run of its output rows when there are fewer images than
 // threads; without a project stage, a run of its expanded channels instead) walks its rows in
-// bands: it expands the band's input rows (band + window halo) into
-// a buffer of its slice of scratch, runs the depthwise convolution on them into a second
-// buffer, and projects that into Y (without a project stage the depthwise writes Y's rows
-// itself). The buffers are sized to stay in L2 (kBandBytes), so only X and Y touch memory. Consecutive bands share the window's halo rows: they move to the
-// front of the buffer instead of being expanded again. Without the project stage nothing needs
-// all expanded channels of a pixel at once, so fewer images than threads are cut into runs of
-// channel blocks, not of rows: no item expands the window's halo rows of another.
+// bands: it expands the band's input rows (band + window halo) into a buffer of its slice of
+// scratch, runs the depthwise convolution on them into a second buffer, and projects that into
+// Y (without a project stage the depthwise writes Y's rows itself). The buffers are sized to
+// stay in L2 (kBandBytes), so only X and Y touch memory. Consecutive bands share the window's
+// halo rows: they move to the front of the buffer instead of being expanded again. Without the
+// project stage nothing needs all expanded channels of a pixel at once, so fewer images than
+// threads are cut into runs of channel blocks, not of rows: no item expands the window's halo
+// rows of another. (E's buffer keeps a plane slot for every expanded block; an item touches its
+// run's slots only, which the L2 budget counts.)
 //
 // The three stages call the NchwcConv tile rows (nchwc_tiles.h) on geometries that describe the
 // band buffers. A 1x1 stage runs as NchwcConv runs it, on its rows as one long row of pixels;
