@@ -1,5 +1,5 @@
 """NchwcInvertedResidual (compiler/onnx_graph/inverted_residual.py; written by to_inverted_residual):
-expand 1x1 -> depthwise -> project 1x1 [+ X] on the blocked layout in one step, float32 or float16.
+expand 1x1 -> depthwise [-> project 1x1 [+ X]] on the blocked layout in one step, float32 or float16.
 The rule checks the shapes and activations the kernel assumes, so a malformed node fails here,
 naming it, rather than in the runtime."""
 import numpy as np
@@ -31,10 +31,16 @@ def _stage_activation(ctx: NodeContext, stage: str) -> dict:
 
 @lowering_rule(f"{DOMAIN}::NchwcInvertedResidual")
 def lower_nchwc_inverted_residual(ctx: NodeContext) -> KernelCall:
-    """The fused block on a blocked X with blocked weights and three biases."""
-    ctx.require_inputs(7, 7)
+    """The fused block on a blocked X with blocked weights and three biases (two without the project)."""
+    ctx.require_inputs(5, 7)
+    n_inputs = len(ctx.node.input)
+    if n_inputs == 6 or (n_inputs == 7 and not (ctx.node.input[5] and ctx.node.input[6])):
+        raise ctx.error(f"inputs {list(ctx.node.input)}: expected X, We, Be, Wd, Bd and, for the project stage, "
+                        f"both Wp and Bp")
+    project = n_inputs == 7
     ctx.require_dtypes(FLOATS)
-    x, we, wd, wp = (list(ctx.input_type(i).shape) for i in (0, 1, 3, 5))
+    x, we, wd = (list(ctx.input_type(i).shape) for i in (0, 1, 3))
+    wp = list(ctx.input_type(5).shape) if project else None
     residual = int(ctx.attr("residual", 0))
     if residual not in (0, 1):
         raise ctx.error(f"attribute 'residual' is {residual}, expected 0 or 1")
@@ -49,7 +55,8 @@ def lower_nchwc_inverted_residual(ctx: NodeContext) -> KernelCall:
     except ValueError as e:
         raise ctx.error(str(e)) from None
     mid, out = we[0] * we[-1], expected[1] * 8
-    for i, what, size in ((2, "expand bias Be", mid), (4, "depthwise bias Bd", mid), (6, "project bias Bp", out)):
+    biases = ((2, "expand bias Be", mid), (4, "depthwise bias Bd", mid)) + (((6, "project bias Bp", out),) if project else ())
+    for i, what, size in biases:
         if list(ctx.input_type(i).shape) != [size]:
             raise ctx.error(f"{what} '{ctx.node.input[i]}' has shape {ctx.input_type(i).shape_text()}, "
                             f"expected [{size}]")
@@ -57,6 +64,6 @@ def lower_nchwc_inverted_residual(ctx: NodeContext) -> KernelCall:
         raise ctx.error(f"output '{ctx.node.output[0]}' has shape {ctx.output_type(0).shape_text()}, expected "
                         f"{list(expected)}")
     attrs["residual"] = residual
-    for stage in inverted_residual.STAGES:
+    for stage in inverted_residual.STAGES if project else inverted_residual.STAGES[:2]:
         attrs.update(_stage_activation(ctx, stage))
     return KernelCall("NchwcInvertedResidual", list(ctx.node.input), attrs)

@@ -34,7 +34,7 @@ being [N, C/8, H, W, 8]:
                                  as Winograd's F(m x m, 3x3) (compiler/onnx_graph/winograd.py), U
                                  the transformed weights [(m+2)², M/G, C/8, 8, G] (float32 or float16
                                  whatever X's type: the pass writes float32); X, Sum, Y blocked
-  NchwcInvertedResidual(X, We, Be, Wd, Bd, Wp, Bp)  expand 1x1 -> depthwise -> project 1x1 [+ X]
+  NchwcInvertedResidual(X, We, Be, Wd, Bd[, Wp, Bp])  expand 1x1 -> depthwise [-> project 1x1 [+ X]]
                                  in one step (compiler/onnx_graph/inverted_residual.py)
   NchwcMaxPool(X)                kernel_shape strides dilations pads, ceil_mode (only for Y's
                                  shape, ONNX's MaxPool formula), zero_pads (1: the pads hold
@@ -226,11 +226,13 @@ def _infer_nchwc_winograd_conv(ctx) -> None:
 
 
 def _infer_nchwc_inverted_residual(ctx) -> None:
-    shapes = [_static_shape(ctx, i) for i in (0, 1, 3, 5)]
+    shapes = [_static_shape(ctx, i) for i in (0, 1, 3)]
+    project = ctx.get_num_inputs() > 5
+    wp = _static_shape(ctx, 5) if project else None
     read = _attr_reader(ctx)
     try:
-        shape = None if None in shapes else inverted_residual.output_shape(
-            *shapes, read("strides", [1, 1]), read("pads", [0, 0, 0, 0]), bool(read("residual", 0)))
+        shape = None if None in shapes or (project and wp is None) else inverted_residual.output_shape(
+            *shapes, wp, read("strides", [1, 1]), read("pads", [0, 0, 0, 0]), bool(read("residual", 0)))
     except ValueError:
         shape = None
     _set_output(ctx, shape)
@@ -305,10 +307,12 @@ def _nchwc_schemas() -> List[defs.OpSchema]:
                        ("Sum", "Y's shape", True)],
                       [("pads", ints, "[top, left, bottom, right]"), ("activation", string, "epilogue activation"),
                        ("activation_params", floats, "its parameters")], _infer_nchwc_winograd_conv),
-        _nchwc_schema("NchwcInvertedResidual", "expand 1x1 -> depthwise -> project 1x1 [+ X] in one step",
-                      [x] + [(name, desc, False) for name, desc in (
-                          ("We", "expand weights"), ("Be", "[Cexp]"), ("Wd", "depthwise weights"), ("Bd", "[Cexp]"),
-                          ("Wp", "project weights"), ("Bp", "[Cout]"))],
+        _nchwc_schema("NchwcInvertedResidual",
+                      "expand 1x1 -> depthwise [-> project 1x1 [+ X]] in one step (no Wp, Bp: Y is the depthwise's)",
+                      [x] + [(name, desc, optional) for name, desc, optional in (
+                          ("We", "expand weights", False), ("Be", "[Cexp]", False),
+                          ("Wd", "depthwise weights", False), ("Bd", "[Cexp]", False),
+                          ("Wp", "project weights", True), ("Bp", "[Cout]", True))],
                       window + [("residual", defs.OpSchema.AttrType.INT, "1: Y adds X")] +
                       [(f"{stage}_{suffix}", kind, f"the {stage} stage's {what}")
                        for stage in inverted_residual.STAGES

@@ -4,7 +4,9 @@
 // the fused kernel sums each pixel's products in the same order, and rounds float16 E and D as
 // those steps store them). Bands of 1, 2, 3 rows and by the L2 budget, strides 1 and 2, odd
 // planes, one-sided pads, unpaired channel blocks, two passes over the input channels, batch > 1
-// (whole images per work item) and batch 1 (images cut into runs of rows per thread).
+// (whole images per work item) and batch 1 (images cut into runs of rows per thread). The same
+// without the project stage (5 inputs, Y = D: EfficientNet's MBConv before its squeeze-and-excite)
+// with swish on both stages, against the two NchwcConv steps it replaces.
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -26,6 +28,7 @@ struct BlockCase {
   const char* expand_act = "Clip";
   const char* depthwise_act = "Clip";
   const char* project_act = "";
+  bool project = true;  // false: no project stage, Y is D (cout must equal cexp)
   int64_t oh() const { return (h + pt + pb - k) / s + 1; }
   int64_t ow() const { return (w + pl + pr - k) / s + 1; }
   std::string Describe() const {
@@ -34,12 +37,14 @@ struct BlockCase {
            " depthwise " + std::to_string(k) + "x" + std::to_string(k) + "/" + std::to_string(s) + " pads " +
            std::to_string(pt) + "," + std::to_string(pl) + "," + std::to_string(pb) + "," + std::to_string(pr) +
            (residual ? " residual" : "") + " band_rows " + std::to_string(band_rows) + " activations '" +
-           expand_act + "' '" + depthwise_act + "' '" + project_act + "'";
+           expand_act + "' '" + depthwise_act + "' '" + project_act + "'" + (project ? "" : " without project");
   }
 };
 
 std::vector<double> ActParams(const char* act) {
-  return std::string(act) == "Clip" ? std::vector<double>{0.0, 6.0} : std::vector<double>{};
+  if (std::string(act) == "Clip") return {0.0, 6.0};
+  if (std::string(act) == "Swish") return {1.0};
+  return {};
 }
 
 // Output channels per weight group, as the compiler picks them (compiler/onnx_graph/nchwc.py).
@@ -109,6 +114,7 @@ std::vector<double> NaiveBlock(const BlockCase& k, const BlockData& d) {
           dw[static_cast<size_t>(((n * k.cexp + c) * oh + i) * ow + j)] =
               RefActivation(k.depthwise_act, ActParams(k.depthwise_act), acc);
         }
+    if (!k.project) continue;
     for (int64_t o = 0; o < k.cout; ++o)
       for (int64_t p = 0; p < oh * ow; ++p) {
         double acc = d.bp[static_cast<size_t>(o)];
@@ -118,7 +124,7 @@ std::vector<double> NaiveBlock(const BlockCase& k, const BlockData& d) {
         y[static_cast<size_t>((n * k.cout + o) * oh * ow + p)] = RefActivation(k.project_act, ActParams(k.project_act), acc);
       }
   }
-  return y;
+  return k.project ? y : dw;
 }
 
 std::vector<int64_t> BlockedShape(int64_t n, int64_t c, int64_t h, int64_t w) { return {n, c / B, h, w, B}; }
@@ -130,18 +136,18 @@ KernelTester FusedTester(const BlockCase& k, const BlockData& d, DType dtype) {
       .Attr("expand_activation", k.expand_act)
       .Attr("expand_activation_params", ActParams(k.expand_act))
       .Attr("depthwise_activation", k.depthwise_act)
-      .Attr("depthwise_activation_params", ActParams(k.depthwise_act))
-      .Attr("project_activation", k.project_act)
-      .Attr("project_activation_params", ActParams(k.project_act));
+      .Attr("depthwise_activation_params", ActParams(k.depthwise_act));
+  if (k.project)
+    t.Attr("project_activation", k.project_act).Attr("project_activation_params", ActParams(k.project_act));
   if (k.band_rows > 0) t.Attr("band_rows", k.band_rows);
   t.AddInput(dtype, BlockedShape(k.n, k.cin, k.h, k.w), ToBlocked(d.x, k.n, k.cin, k.h * k.w))
       .AddInput(dtype, PointwiseShape(k.cexp, k.cin), BlockPointwise(d.we, k.cexp, k.cin))
       .AddInput(dtype, {k.cexp}, d.be)
       .AddInput(dtype, {k.cexp / B, k.k, k.k, B}, BlockDepthwise(d.wd, k.cexp, k.k))
-      .AddInput(dtype, {k.cexp}, d.bd)
-      .AddInput(dtype, PointwiseShape(k.cout, k.cexp), BlockPointwise(d.wp, k.cout, k.cexp))
-      .AddInput(dtype, {k.cout}, d.bp);
-  for (size_t i = 1; i < 7; ++i) t.ConstantInput(i);
+      .AddInput(dtype, {k.cexp}, d.bd);
+  if (k.project)
+    t.AddInput(dtype, PointwiseShape(k.cout, k.cexp), BlockPointwise(d.wp, k.cout, k.cexp)).AddInput(dtype, {k.cout}, d.bp);
+  for (size_t i = 1; i < (k.project ? 7u : 5u); ++i) t.ConstantInput(i);
   return t;
 }
 
@@ -175,6 +181,7 @@ std::vector<double> ChainedSteps(const BlockCase& k, const BlockData& d, DType d
       RunConvStep(dtype, BlockedShape(k.n, k.cexp, k.h, k.w), e, {k.cexp / B, k.k, k.k, B},
                   BlockDepthwise(d.wd, k.cexp, k.k), d.bd, k.k, k.s, {k.pt, k.pl, k.pb, k.pr}, k.cexp,
                   k.depthwise_act, nullptr, BlockedShape(k.n, k.cexp, oh, ow));
+  if (!k.project) return dw;
   return RunConvStep(dtype, BlockedShape(k.n, k.cexp, oh, ow), dw, PointwiseShape(k.cout, k.cexp),
                      BlockPointwise(d.wp, k.cout, k.cexp), d.bp, 1, 1, {0, 0, 0, 0}, 1, k.project_act,
                      k.residual ? &x : nullptr, BlockedShape(k.n, k.cout, oh, ow));
@@ -203,6 +210,25 @@ std::vector<BlockCase> Cases() {
       {1, 8, 32, 16, 11, 12, 5, 1, 2, 2, 2, 2, false, 2, "Relu", "Relu", "Relu"},
       {1, 8, 32, 16, 11, 12, 5, 2, 2, 2, 2, 2, false, 3},
   };
+  // Without the project stage, swish on both stages (EfficientNet's MBConv up to its
+  // squeeze-and-excite): 3x3 and 5x5, strides 1 and 2, TF's SAME pads, bands of 1, 2 and by the
+  // budget, batch 1 (rows per thread) and 3 (whole images), two float32 passes (72 blocks).
+  const std::vector<BlockCase> no_project = {
+      {1, 16, 96, 96, 14, 14, 3, 1, 1, 1, 1, 1, false, 1},
+      {1, 16, 96, 96, 14, 14, 3, 1, 1, 1, 1, 1, false, 0},
+      {1, 24, 144, 144, 15, 13, 3, 2, 1, 1, 1, 1, false, 2},
+      {3, 8, 48, 48, 10, 9, 3, 2, 0, 0, 1, 1, false, 0},
+      {1, 16, 96, 96, 11, 12, 5, 1, 2, 2, 2, 2, false, 2},
+      {2, 24, 144, 144, 14, 14, 5, 2, 1, 1, 2, 2, false, 0},
+      {1, 16, 576, 576, 5, 6, 5, 1, 2, 2, 2, 2, false, 0},
+      {3, 40, 240, 240, 7, 7, 3, 1, 1, 1, 1, 1, false, 0},
+  };
+  for (BlockCase k : no_project) {
+    k.expand_act = k.depthwise_act = "Swish";
+    k.project = false;
+    cases.push_back(k);
+  }
+  cases.push_back({1, 8, 16, 16, 6, 7, 3, 2, 0, 0, 1, 1, false, 0, "Relu", "Clip", "", false});
   return cases;
 }
 
@@ -263,9 +289,15 @@ KERNEL_TEST(NchwcInvertedResidual_BadSpecs_RaiseNamedErrors) {
   BlockCase strided = ok;
   strided.s = 2;
   tester(strided).ExpectError(kInvalid, "residual = 1 adds X");
-  BlockCase swish = ok;
-  swish.expand_act = "Sigmoid";
-  tester(swish).ExpectError(kUnimpl, "expand_activation 'Sigmoid'");
+  BlockCase tanh = ok;
+  tanh.expand_act = "Tanh";
+  tester(tanh).ExpectError(kUnimpl, "expand_activation 'Tanh'");
+  BlockCase no_project = ok;
+  no_project.project = false;
+  no_project.cout = no_project.cexp;
+  tester(no_project).ExpectError(kInvalid, "residual = 1 needs the project stage");
+  no_project.residual = false;
+  tester(no_project).AddInput(F32, {8}, d.bp).ExpectError(kInvalid, "6 inputs");
   tester(ok).Attr("dilations", std::vector<int64_t>{2, 2}).ExpectError(kUnimpl, "depthwise dilations 2x2");
   tester(ok).Attr("residual", 2).ExpectError(kInvalid, "attribute 'residual' is 2");
   tester(ok).Attr("band_rows", -1).ExpectError(kInvalid, "attribute 'band_rows' is -1");

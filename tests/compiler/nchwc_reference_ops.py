@@ -239,21 +239,22 @@ class NchwcWinogradConv(OpRun):
 
 
 class NchwcInvertedResidual(OpRun):
-    """Expand 1x1 -> depthwise -> project 1x1 [+ X], each stage's output rounded to X's type as the
-    runtime stores it between stages."""
+    """Expand 1x1 -> depthwise [-> project 1x1 [+ X]], each stage's output rounded to X's type as
+    the runtime stores it between stages; without Wp and Bp the depthwise's output."""
     op_domain = DOMAIN
 
-    def _run(self, x, we, be, wd, bd, wp, bp, kernel_shape=None, strides=None, dilations=None, pads=None,
+    def _run(self, x, we, be, wd, bd, wp=None, bp=None, kernel_shape=None, strides=None, dilations=None, pads=None,
              residual=None, expand_activation=None, expand_activation_params=None, depthwise_activation=None,
              depthwise_activation_params=None, project_activation=None, project_activation_params=None):
         strides, dilations, pads = _window(strides, dilations, pads)
         stage = from_blocked(x)
-        for w, b, group, window, activation, params, s in (
-                (we, be, 1, ([1, 1], [1, 1], [0, 0, 0, 0]), expand_activation, expand_activation_params, None),
-                (wd, bd, wd.shape[0] * BLOCK, (strides, dilations, pads), depthwise_activation,
-                 depthwise_activation_params, None),
-                (wp, bp, 1, ([1, 1], [1, 1], [0, 0, 0, 0]), project_activation, project_activation_params,
-                 x if residual else None)):
+        stages = [(we, be, 1, ([1, 1], [1, 1], [0, 0, 0, 0]), expand_activation, expand_activation_params, None),
+                  (wd, bd, wd.shape[0] * BLOCK, (strides, dilations, pads), depthwise_activation,
+                   depthwise_activation_params, None)]
+        if wp is not None:
+            stages.append((wp, bp, 1, ([1, 1], [1, 1], [0, 0, 0, 0]), project_activation, project_activation_params,
+                           x if residual else None))
+        for w, b, group, window, activation, params, s in stages:
             y = conv2d(stage, onnx_weights(w, 5, group), *window, group)
             stage = from_blocked(_conv_epilogue(y, x.dtype, b, s, activation, params))
         return (to_blocked(stage),)

@@ -51,9 +51,29 @@ class Blocks:
             self.inits.setdefault("zero", np.array(0, np.float32))
             self.inits.setdefault("six", np.array(6, np.float32))
             self.nodes.append(helper.make_node("Clip", [x, "zero", "six"], [out]))
+        elif kind == "Swish":  # as tf2onnx writes it: x·σ(x)
+            self.nodes.append(helper.make_node("Sigmoid", [x], [f"{x}_sigmoid"]))
+            self.nodes.append(helper.make_node("Mul", [x, f"{x}_sigmoid"], [out]))
         else:
             self.nodes.append(helper.make_node(kind, [x], [out]))
         return out
+
+    def mbconv(self, x, c, t, m, stride, name, k=3, pads=None):
+        """EfficientNet's MBConv: expand 1x1 + swish, depthwise kxk + swish, squeeze-and-excite
+        (mean over the plane, reduce 1x1 + swish, excite 1x1 + sigmoid, D·S), project 1x1 [+ X]."""
+        e = self.act(self.conv(x, c, c * t, name=f"{name}_expand"), "Swish")
+        pads = pads if pads is not None else [k // 2] * 4
+        d = self.act(self.conv(e, c * t, c * t, k=k, group=c * t, name=f"{name}_depthwise", strides=[stride, stride],
+                               pads=pads), "Swish")
+        self.nodes.append(helper.make_node("ReduceMean", [d], [f"{name}_mean"], axes=[2, 3], keepdims=1))
+        r = self.act(self.conv(f"{name}_mean", c * t, max(1, c // 4), name=f"{name}_reduce"), "Swish")
+        s = self.act(self.conv(r, max(1, c // 4), c * t, name=f"{name}_excite"), "Sigmoid")
+        self.nodes.append(helper.make_node("Mul", [d, s], [f"{name}_scaled"]))
+        p = self.conv(f"{name}_scaled", c * t, m, name=f"{name}_project")
+        if stride == 1 and c == m:
+            p = f"{name}_sum"
+            self.nodes.append(helper.make_node("Add", [f"{name}_project", x], [p]))
+        return p
 
     def block(self, x, c, t, m, stride, name, act="Relu6", project_bias=True, dilation=1):
         e = self.act(self.conv(x, c, c * t, name=f"{name}_expand"), act)
@@ -82,6 +102,18 @@ def mobilenet_like(n=2, hw=16, dtype=F32):
     b = net.block(a, 24, 6, 24, 1, "b")
     c = net.block(b, 24, 4, 24, 1, "c", act="Relu", project_bias=False)
     net.conv(c, 24, 32, name="Y")
+    return net.model((n, 8, hw, hw), "Y", dtype)
+
+
+def efficientnet_like(n=2, hw=16, dtype=F32):
+    """Stem 3x3/2 + swish, MBConv blocks: 3x3/2 with TF's SAME pads, 3x3/1 + X, 5x5/1, 5x5/2."""
+    net = Blocks()
+    s = net.act(net.conv("X", 8, 16, k=3, name="stem", strides=[2, 2], pads=[1, 1, 1, 1]), "Swish")
+    a = net.mbconv(s, 16, 6, 24, 2, "a", pads=[0, 0, 1, 1])
+    b = net.mbconv(a, 24, 6, 24, 1, "b")
+    c = net.mbconv(b, 24, 6, 40, 1, "c", k=5)
+    d = net.mbconv(c, 40, 6, 40, 2, "d", k=5, pads=[1, 1, 2, 2])
+    net.conv(d, 40, 32, name="Y")
     return net.model((n, 8, hw, hw), "Y", dtype)
 
 
@@ -149,7 +181,7 @@ def test_float16_block_matches_the_three_float16_steps():
     np.testing.assert_array_equal(run_internal(out, feeds)[0], run_internal(three, feeds)[0])
 
 
-@pytest.mark.parametrize("variant", ["expand-output-read-twice", "dilated-depthwise", "sigmoid", "other-sum"])
+@pytest.mark.parametrize("variant", ["expand-output-read-twice", "dilated-depthwise", "tanh", "other-sum"])
 def test_blocks_that_do_not_fit_stay_three_steps(variant):
     net = Blocks()
     s = net.conv("X", 8, 16, name="stem")
@@ -165,10 +197,11 @@ def test_blocks_that_do_not_fit_stay_three_steps(variant):
         y = "y2"
     else:
         y = net.block(s, 16, 2, 16, 1, "a", **({"dilation": 2} if variant == "dilated-depthwise" else
-                                              {"act": "Sigmoid"}))
+                                              {"act": "Tanh"}))
     model = net.model((1, 8, 6, 6), y)
     out = fused(model)
-    assert rewritten(out) == []
+    # the other Sum keeps the project apart; the expand -> depthwise pair still fuses
+    assert rewritten(out) == (["a_depthwise"] if variant == "other-sum" else [])
     check(model, out)
 
 
@@ -194,8 +227,8 @@ def test_malformed_node_fails_lowering_by_name():
     bad = model.graph.node[0]
     del bad.attribute[:]
     bad.attribute.extend([helper.make_attribute("kernel_shape", [3, 3]), helper.make_attribute("pads", [1] * 4),
-                          helper.make_attribute("strides", [2, 2]), helper.make_attribute("expand_activation", "Sigmoid")])
-    with pytest.raises(Exception, match="bad.*expand_activation 'Sigmoid'"):
+                          helper.make_attribute("strides", [2, 2]), helper.make_attribute("expand_activation", "Tanh")])
+    with pytest.raises(Exception, match="bad.*expand_activation 'Tanh'"):
         lower_graph(model, WeightStore(), "test.onnx", prepare_body=prepare_control_flow_body)
 
 
@@ -204,3 +237,103 @@ def test_pass_alone_without_blocked_convs_is_a_no_op():
     out = run_passes(onnx.ModelProto.FromString(model.SerializeToString()), ["to_inverted_residual"],
                      PassContext(model_name="test.onnx", inverted_residual="all"))
     assert out.SerializeToString() == model.SerializeToString()
+
+
+# --- expand -> depthwise pairs (no project stage) ---------------------------------------------------
+def test_all_rewrites_every_mbconv_pair():
+    """Squeeze-and-excite reads the depthwise's output, so each block's expand -> depthwise pair is
+    fused without the project; the mean, the SE convs and the project (with the SE scale as its
+    input scale) read the fused node's output."""
+    model = efficientnet_like()
+    out = fused(model)
+    assert rewritten(out) == ["a_depthwise", "b_depthwise", "c_depthwise", "d_depthwise"]
+    assert not any(n.name.endswith("_expand") for n in out.graph.node)
+    nodes = {n.name: n for n in out.graph.node}
+    a, d = nodes["a_depthwise"], nodes["d_depthwise"]
+    assert len(a.input) == 5 and a.input[0] == nodes["stem"].output[0]
+    assert attrs_of(a) == {"kernel_shape": [3, 3], "strides": [2, 2], "dilations": [1, 1], "pads": [0, 0, 1, 1],
+                           "residual": 0, "expand_activation": b"Swish", "expand_activation_params": [1.0],
+                           "depthwise_activation": b"Swish", "depthwise_activation_params": [1.0]}
+    assert attrs_of(d)["kernel_shape"] == [5, 5] and attrs_of(d)["pads"] == [1, 1, 2, 2]
+    readers = [n for n in out.graph.node if a.output[0] in n.input]
+    # the project reads it directly (the SE scale folded in) or through the excitation Mul (float32
+    # convolutions with few pixels per output channel keep it: fold_channel_scale_into_nchwc_conv)
+    assert sorted(n.op_type for n in readers) in (["Mul", "ReduceMean"], ["NchwcConv", "ReduceMean"]), readers
+    check(model, out)
+
+
+def test_auto_fuses_pairs_at_the_measured_batches():
+    from compiler.kernel_fusion.passes.to_inverted_residual import should_fuse_pair
+    pairs = ["a_depthwise", "b_depthwise", "c_depthwise", "d_depthwise"]
+    for n in (1, 2, MIN_IMAGES - 1, MIN_IMAGES):
+        assert rewritten(fused(efficientnet_like(n=n, hw=8), "auto")) == (pairs if should_fuse_pair(n) else []), n
+    assert rewritten(fused(efficientnet_like(n=1, hw=8), "off")) == []
+
+
+def test_float16_pairs_match_the_float16_steps():
+    model = efficientnet_like(dtype=F16)
+    out, steps = fused(model), fused(model, "off")
+    assert len(rewritten(out)) == 4
+    lower_graph(out, WeightStore(), "test.onnx", prepare_body=prepare_control_flow_body)
+    feeds = random_feeds(model)
+    np.testing.assert_array_equal(run_internal(out, feeds)[0], run_internal(steps, feeds)[0])
+
+
+def test_whole_block_is_preferred_to_the_pair():
+    """A block without squeeze-and-excite but with swish fuses whole (7 inputs), not as a pair."""
+    net = Blocks()
+    s = net.conv("X", 8, 16, name="stem")
+    y = net.block(s, 16, 4, 16, 1, "a", act="Swish")
+    model = net.model((1, 8, 6, 6), y)
+    out = fused(model)
+    assert rewritten(out) == ["a_project"]
+    assert len(next(n for n in out.graph.node if n.name == "a_project").input) == 7
+    check(model, out)
+
+
+@pytest.mark.parametrize("variant", ["expand-read-twice", "expand-with-sum", "expand-output-is-graph-output",
+                                     "dilated-depthwise", "tanh"])
+def test_pairs_that_do_not_fit_stay_two_steps(variant):
+    net = Blocks()
+    s = net.conv("X", 8, 16, name="stem")
+    act = "Tanh" if variant == "tanh" else "Swish"
+    e = net.act(net.conv(s, 16, 64, name="a_expand"), act)
+    if variant == "expand-with-sum":  # the expand adds another tensor: fuse_epilogue makes it its Sum
+        net.nodes.append(helper.make_node("Add", [e, net.conv(s, 16, 64, name="side")], ["e_sum"]))
+        e = "e_sum"
+    dilation = 2 if variant == "dilated-depthwise" else 1
+    d = net.act(net.conv(e, 64, 64, k=3, group=64, name="a_depthwise", pads=[dilation] * 4,
+                         dilations=[dilation, dilation]), act)
+    net.nodes.append(helper.make_node("ReduceMean", [d], ["m"], axes=[2, 3], keepdims=1))
+    net.nodes.append(helper.make_node("Mul", [d, "m"], ["y"]))
+    y = "y"
+    if variant == "expand-read-twice":
+        net.nodes.append(helper.make_node("Add", ["y", e], ["y2"]))
+        y = "y2"
+    model = net.model((1, 8, 6, 6), y)
+    if variant == "expand-output-is-graph-output":
+        model.graph.output.append(helper.make_tensor_value_info(e, F32, None))
+        write_type(model.graph.output[1], infer_types(model).types[e])
+    out = fused(model)
+    assert rewritten(out) == [], variant
+    check(model, out)
+
+
+def test_pair_without_project_inputs_is_checked_at_lowering():
+    rng = np.random.default_rng(0)
+    inits = {"We": rng.standard_normal((3, 1, 1, 1, 8, 16)).astype(np.float32), "Be": np.zeros(48, np.float32),
+             "Wd": rng.standard_normal((6, 3, 3, 8)).astype(np.float32), "Bd": np.zeros(48, np.float32),
+             "Bp": np.zeros(8, np.float32)}
+    node = helper.make_node(OP, ["X", "We", "Be", "Wd", "Bd"], ["Y"], name="pair", domain="ai.tfpopef",
+                            kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1], residual=1)
+    model = make_model([node], [("X", F32, [1, 1, 6, 6, 8])], [("Y", F32, [1, 6, 6, 6, 8])], inits)
+    model.opset_import.append(helper.make_opsetid("ai.tfpopef", 1))
+    with pytest.raises(Exception, match="pair.*residual = 1 needs the project stage"):
+        lower_graph(model, WeightStore(), "test.onnx", prepare_body=prepare_control_flow_body)
+    node = model.graph.node[0]
+    node.input.append("Bp")  # six inputs: a project bias without weights
+    attrs = [a for a in node.attribute if a.name != "residual"]
+    del node.attribute[:]
+    node.attribute.extend(attrs)
+    with pytest.raises(Exception, match="pair.*expected X, We, Be, Wd, Bd and, for the project stage, both Wp and Bp"):
+        lower_graph(model, WeightStore(), "test.onnx", prepare_body=prepare_control_flow_body)

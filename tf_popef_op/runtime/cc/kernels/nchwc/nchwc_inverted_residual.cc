@@ -4,15 +4,23 @@
 //   D = act_d(depthwise(E, Wd) + Bd)               depthwise  [N, Cexp/8, OH, OW, 8]
 //   Y = act_p(conv1x1(D, Wp) + Bp [+ X])           project    [N, Cout/8, OH, OW, 8]
 // Inputs X, We, Be, Wd, Bd, Wp, Bp in NchwcConv's layouts; `residual` = 1 adds X (stride 1,
-// Cout == Cin). The activations are none, Relu or Clip (applied in registers).
+// Cout == Cin). Without Wp and Bp (5 inputs) there is no project stage and Y is D: EfficientNet's
+// MBConv, whose squeeze-and-excite needs the whole of D before its project. The activations are
+// none, Relu, Clip or of the sigmoid family (Sigmoid, Swish, HardSigmoid, HardSwish), all applied
+// in registers.
 //
 // Why one step: as three NchwcConvs, E and D (6x the block's channels) each cross DRAM twice.
 // Here each work item (an image, or a run of its output rows when there are fewer images than
-// threads) walks its rows in bands: it expands the band's input rows (band + window halo) into
-// a buffer of its slice of scratch, runs the depthwise convolution on them into a second
-// buffer, and projects that into Y. The two buffers are sized to stay in L2 (kBandBytes), so
-// only X and Y touch memory. Consecutive bands share the window's halo rows: they move to the
-// front of the buffer instead of being expanded again.
+// threads; without a project stage, a run of its expanded channels instead) walks its rows in
+// bands: it expands the band's input rows (band + window halo) into a buffer of its slice of
+// scratch, runs the depthwise convolution on them into a second buffer, and projects that into
+// Y (without a project stage the depthwise writes Y's rows itself). The buffers are sized to
+// stay in L2 (kBandBytes), so only X and Y touch memory. Consecutive bands share the window's
+// halo rows: they move to the front of the buffer instead of being expanded again. Without the
+// project stage nothing needs all expanded channels of a pixel at once, so fewer images than
+// threads are cut into runs of channel blocks, not of rows: no item expands the window's halo
+// rows of another. (E's buffer keeps a plane slot for every expanded block; an item touches its
+// run's slots only, which the L2 budget counts.)
 //
 // The three stages call the NchwcConv tile rows (nchwc_tiles.h) on geometries that describe the
 // band buffers. A 1x1 stage runs as NchwcConv runs it, on its rows as one long row of pixels;
@@ -55,8 +63,11 @@ struct InvertedResidualParams {
   int64_t in_blocks = 0, mid_blocks = 0, out_blocks = 0;
   int64_t sh = 1, pad_top = 0, kh = 1;
   bool residual = false, half = false;
-  // Items: images x chunks of `chunk_rows` output rows; each chunk in bands of `band_rows`.
+  bool project_stage = true;  // false: Y is D (5 inputs)
+  // Items: images x chunks of `chunk_rows` output rows x runs of `run_blocks` expanded channel
+  // blocks (without a project stage only; else one run of all); each item in bands of `band_rows`.
   int64_t chunks_per_image = 1, chunk_rows = 0, band_rows = 0;
+  int64_t runs_per_image = 1, run_blocks = 0;
   int64_t buffer_rows = 0;  // rows of E's planes (a band's window rows; a whole image's when it is one band)
   // Tile-row geometries: expand (X's band -> E) and project (D -> Y's band) as one long row of
   // pixels each; depthwise on E's band (pad_top set per band).
@@ -94,31 +105,36 @@ class NchwcInvertedResidualKernel final : public Kernel {
     t.x = static_cast<const AT*>(ctx.inputs[0]);
     t.we = static_cast<const AT*>(ctx.inputs[1]);
     t.wd = static_cast<const float*>(ctx.inputs[3]);
-    t.wp = static_cast<const AT*>(ctx.inputs[5]);
+    t.wp = p_.project_stage ? static_cast<const AT*>(ctx.inputs[5]) : nullptr;
     t.y = static_cast<AT*>(ctx.outputs[0]);
     t.expand = p_.expand_epilogue;
     t.expand.bias = static_cast<const float*>(ctx.inputs[2]);
     t.depthwise = p_.depthwise_epilogue;
     t.depthwise.bias = static_cast<const float*>(ctx.inputs[4]);
     t.project = p_.project_epilogue;
-    t.project.bias = static_cast<const float*>(ctx.inputs[6]);
-    const int64_t items = p_.n * p_.chunks_per_image;
+    t.project.bias = p_.project_stage ? static_cast<const float*>(ctx.inputs[6]) : nullptr;
+    const int64_t per_image = p_.chunks_per_image * p_.runs_per_image;
+    const int64_t items = p_.n * per_image;
     if (items == 0) return;
     ParallelForChunks(items, 1, [&](int64_t slice, int64_t i0, int64_t i1) {
       char* base = static_cast<char*>(ctx.scratch) + slice * p_.slice_bytes;
       AT* e_buf = reinterpret_cast<AT*>(base);
       AT* d_buf = reinterpret_cast<AT*>(base + p_.d_offset);
       for (int64_t i = i0; i < i1; ++i) {
-        const int64_t image = i / p_.chunks_per_image, chunk = i % p_.chunks_per_image;
+        const int64_t image = i / per_image, chunk = i % per_image / p_.runs_per_image;
+        const int64_t run = i % p_.runs_per_image;
         const int64_t oy_begin = chunk * p_.chunk_rows, oy_end = std::min(p_.oh, oy_begin + p_.chunk_rows);
-        RunChunk(t, image, oy_begin, oy_end, e_buf, d_buf);
+        const int64_t cb0 = run * p_.run_blocks, cb1 = std::min(p_.mid_blocks, cb0 + p_.run_blocks);
+        RunChunk(t, image, oy_begin, oy_end, cb0, cb1, e_buf, d_buf);
       }
     });
   }
 
-  // Output rows [oy_begin, oy_end) of one image, band by band.
+  // Output rows [oy_begin, oy_end) of one image, band by band, expanded channel blocks [cb0, cb1)
+  // (all of them with a project stage). E's planes are the blocks' own ones in e_buf.
   template <typename AT>
-  void RunChunk(const Tensors<AT>& t, int64_t image, int64_t oy_begin, int64_t oy_end, AT* e_buf, AT* d_buf) const {
+  void RunChunk(const Tensors<AT>& t, int64_t image, int64_t oy_begin, int64_t oy_end, int64_t cb0, int64_t cb1,
+                AT* e_buf, AT* d_buf) const {
     const AT* x_img = t.x + image * p_.in_blocks * p_.h * p_.w * kNchwcBlock;
     AT* y_img = t.y + image * p_.out_blocks * p_.oh * p_.ow * kNchwcBlock;
     const int64_t e_row = p_.w * kNchwcBlock, e_plane = p_.buffer_rows * e_row;
@@ -131,33 +147,37 @@ class NchwcInvertedResidualKernel final : public Kernel {
       int64_t kept = 0;
       if (have_lo <= lo && lo < have_hi) {
         kept = have_hi - lo;
-        for (int64_t cb = 0; cb < p_.mid_blocks; ++cb)
+        for (int64_t cb = cb0; cb < cb1; ++cb)
           std::memmove(e_buf + cb * e_plane, e_buf + cb * e_plane + (lo - have_lo) * e_row,
                        static_cast<size_t>(kept * e_row) * sizeof(AT));
       }
-      Expand(t, x_img, lo, kept, hi - lo, e_buf);
+      Expand(t, x_img, lo, kept, hi - lo, cb0, cb1, e_buf);
       // Window rows past the input's bottom that fall inside E's planes read as the zero pads.
       const int64_t zero_to = std::min(p_.buffer_rows, last - lo);
       if (zero_to > hi - lo)
-        for (int64_t cb = 0; cb < p_.mid_blocks; ++cb)
+        for (int64_t cb = cb0; cb < cb1; ++cb)
           std::fill(e_buf + cb * e_plane + (hi - lo) * e_row, e_buf + cb * e_plane + zero_to * e_row, AT{});
       have_lo = lo;
       have_hi = hi;
       NchwcGeometry gd = p_.depthwise;
       gd.pad_top = lo - first;  // local row j's window starts at slot j·sh - pad_top
-      for (int64_t cb = 0; cb < p_.mid_blocks; ++cb)
-        for (int64_t j = 0; j < rows; ++j) DepthwiseRow(gd, e_buf, t, d_buf, cb, j);
-      Project(t, x_img, y_img, oy0, rows, d_buf);
+      // Without a project stage D is Y: its rows go to Y's planes (gd.out_plane) from row oy0.
+      AT* d_rows = p_.project_stage ? d_buf : y_img + oy0 * p_.ow * kNchwcBlock;
+      for (int64_t cb = cb0; cb < cb1; ++cb)
+        for (int64_t j = 0; j < rows; ++j) DepthwiseRow(gd, e_buf, t, d_rows, cb, j);
+      if (p_.project_stage) Project(t, x_img, y_img, oy0, rows, d_buf);
     }
   }
 
-  // E's slots [from, to) from input rows lo + slot: pixels [from·W, to·W) of the band's long row.
+  // E's slots [from, to) of blocks [cb0, cb1) from input rows lo + slot: pixels [from·W, to·W) of
+  // the band's long row.
   template <typename AT>
-  void Expand(const Tensors<AT>& t, const AT* x_img, int64_t lo, int64_t from, int64_t to, AT* e_buf) const {
+  void Expand(const Tensors<AT>& t, const AT* x_img, int64_t lo, int64_t from, int64_t to, int64_t cb0, int64_t cb1,
+              AT* e_buf) const {
     if (from >= to) return;
     const AT* x_band = x_img + lo * p_.w * kNchwcBlock;
-    for (int64_t ob0 = 0; ob0 < p_.mid_blocks; ob0 += kItemBlocks)
-      ConvRow(p_.expand, x_band, t.we, t.expand, Partial(e_buf), e_buf, ob0, std::min(kItemBlocks, p_.mid_blocks - ob0),
+    for (int64_t ob0 = cb0; ob0 < cb1; ob0 += kItemBlocks)
+      ConvRow(p_.expand, x_band, t.we, t.expand, Partial(e_buf), e_buf, ob0, std::min(kItemBlocks, cb1 - ob0),
               from * p_.w, to * p_.w);
   }
 
@@ -200,7 +220,8 @@ class NchwcInvertedResidualKernel final : public Kernel {
 };
 
 // A stage's epilogue from attributes `<stage>_activation` / `<stage>_activation_params`: none,
-// Relu or Clip (the tiles apply them in registers, in float32 and float16 alike).
+// Relu, Clip or the sigmoid family (the tiles apply them in registers, in float32 and float16
+// alike, so E and D are rounded once as NchwcConv rounds them).
 NchwcEpilogue ReadStageEpilogue(const KernelSpec& spec, const std::string& stage) {
   const std::string name = spec.attrs.String(stage + "_activation", "");
   const std::vector<float> params = spec.attrs.Has(stage + "_activation_params")
@@ -211,15 +232,18 @@ NchwcEpilogue ReadStageEpilogue(const KernelSpec& spec, const std::string& stage
   switch (f.activation) {
     case Activation::kNone: break;
     case Activation::kRelu: e.in_register = NchwcEpilogue::InRegister::kRelu; break;
-    case Activation::kClip:
-      e.in_register = NchwcEpilogue::InRegister::kClip;
-      e.lo = f.p0;
-      e.hi = f.p1;
-      break;
+    case Activation::kClip: e.in_register = NchwcEpilogue::InRegister::kClip; break;
+    case Activation::kSigmoid: e.in_register = NchwcEpilogue::InRegister::kSigmoid; break;
+    case Activation::kSwish: e.in_register = NchwcEpilogue::InRegister::kSwish; break;
+    case Activation::kHardSigmoid: e.in_register = NchwcEpilogue::InRegister::kHardSigmoid; break;
+    case Activation::kHardSwish: e.in_register = NchwcEpilogue::InRegister::kHardSwish; break;
     default:
-      throw Error(ErrorCode::kUnimplemented, spec.Where() + ": " + stage + "_activation '" + name +
-                                                 "' (supported: none, Relu, Clip)");
+      throw Error(ErrorCode::kUnimplemented,
+                  spec.Where() + ": " + stage + "_activation '" + name +
+                      "' (supported: none, Relu, Clip, Sigmoid, Swish, HardSigmoid, HardSwish)");
   }
+  e.lo = f.p0;  // Clip's bounds; Swish's alpha; HardSigmoid's alpha and beta (NchwcEpilogue)
+  e.hi = f.p1;
   return e;
 }
 
@@ -273,9 +297,14 @@ std::unique_ptr<Kernel> PrepareNchwcInvertedResidual(const KernelSpec& spec) {
                                                std::to_string(gd.dw) + " (supported: 1x1)");
   CheckShape(spec, "depthwise weights Wd", spec.inputs[3].shape, {p.mid_blocks, gd.kh, gd.kw, kNchwcBlock});
   CheckShape(spec, "depthwise bias Bd", spec.inputs[4].shape, {p.mid_blocks * kNchwcBlock});
-  ReadPointwiseWeights(spec, "project weights Wp", spec.inputs[5].shape, p.mid_blocks, &p.out_blocks,
-                       &project_group);
-  CheckShape(spec, "project bias Bp", spec.inputs[6].shape, {p.out_blocks * kNchwcBlock});
+  p.project_stage = spec.inputs.size() == 7;
+  if (p.project_stage) {
+    ReadPointwiseWeights(spec, "project weights Wp", spec.inputs[5].shape, p.mid_blocks, &p.out_blocks,
+                         &project_group);
+    CheckShape(spec, "project bias Bp", spec.inputs[6].shape, {p.out_blocks * kNchwcBlock});
+  } else {
+    p.out_blocks = p.mid_blocks;
+  }
   p.oh = gd.oh;
   p.ow = gd.ow;
   p.sh = gd.sh;
@@ -287,13 +316,15 @@ std::unique_ptr<Kernel> PrepareNchwcInvertedResidual(const KernelSpec& spec) {
     throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": attribute 'residual' is " + std::to_string(residual) +
                                                  ", expected 0 or 1");
   p.residual = residual == 1;
+  if (p.residual && !p.project_stage)
+    throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": residual = 1 needs the project stage (Wp, Bp)");
   if (p.residual && (p.out_blocks != p.in_blocks || p.oh != p.h || p.ow != p.w))
     throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": residual = 1 adds X " + ShapeToString(x) +
                                                  " to the output " + ShapeToString(spec.outputs[0].shape) +
                                                  ", which needs the same shape");
   p.expand_epilogue = ReadStageEpilogue(spec, "expand");
   p.depthwise_epilogue = ReadStageEpilogue(spec, "depthwise");
-  p.project_epilogue = ReadStageEpilogue(spec, "project");
+  if (p.project_stage) p.project_epilogue = ReadStageEpilogue(spec, "project");
   p.half = spec.inputs[0].dtype == DType::kFloat16;
   if (spec.inputs[3].dtype != DType::kFloat32)  // (CreateNchwcInvertedResidual widens them)
     throw Error(ErrorCode::kInternal, spec.Where() + ": float16 depthwise weights reached the tiles");
@@ -302,16 +333,27 @@ std::unique_ptr<Kernel> PrepareNchwcInvertedResidual(const KernelSpec& spec) {
     throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": attribute 'band_rows' is " + std::to_string(band_rows) +
                                                  ", expected 0 (by the L2 budget) or a number of output rows");
 
-  // Items: each image, cut into runs of rows when there are fewer images than threads.
+  // Items: each image, cut into runs of rows (with a project stage) when there are fewer images
+  // than threads; without one, into runs of expanded channel blocks (whole groups of the expand's
+  // weights) also when the images do not divide among the threads (3 on 2: 6 items, 3 each).
   const int64_t threads = ThreadPool::Global().num_threads();
-  p.chunks_per_image = std::clamp<int64_t>(p.n >= threads ? 1 : (threads + p.n - 1) / std::max<int64_t>(1, p.n), 1,
-                                           std::max<int64_t>(1, p.oh));
+  const int64_t cuts = p.n >= threads ? 1 : (threads + p.n - 1) / std::max<int64_t>(1, p.n);
+  const int64_t channel_cuts = p.n % threads == 0 ? 1 : p.n < threads ? cuts : threads;
+  const int64_t groups = p.mid_blocks / expand_group;
+  p.runs_per_image = p.project_stage ? 1 : std::clamp<int64_t>(channel_cuts, 1, std::max<int64_t>(1, groups));
+  p.run_blocks = (groups + p.runs_per_image - 1) / p.runs_per_image * expand_group;
+  p.runs_per_image = std::max<int64_t>(1, (p.mid_blocks + p.run_blocks - 1) / std::max<int64_t>(1, p.run_blocks));
+  p.chunks_per_image = p.project_stage ? std::clamp<int64_t>(cuts, 1, std::max<int64_t>(1, p.oh)) : 1;
   p.chunk_rows = (p.oh + p.chunks_per_image - 1) / p.chunks_per_image;
   p.chunks_per_image = std::max<int64_t>(1, (p.oh + p.chunk_rows - 1) / std::max<int64_t>(1, p.chunk_rows));
-  // Bands: as many output rows as keep both buffers within kBandBytes, near-equal in a chunk.
+  // Bands: as many output rows as keep an item's buffers (its runs' planes) within kBandBytes,
+  // near-equal in a chunk.
   const int64_t act = p.half ? int64_t{sizeof(uint16_t)} : int64_t{sizeof(float)};
   const int64_t mid = p.mid_blocks * kNchwcBlock;
-  auto band_bytes = [&](int64_t b) { return act * mid * (((b - 1) * p.sh + p.kh) * p.w + b * p.ow); };
+  const int64_t run = p.run_blocks * kNchwcBlock;
+  auto band_bytes = [&](int64_t b) {
+    return act * run * (((b - 1) * p.sh + p.kh) * p.w + (p.project_stage ? b * p.ow : 0));
+  };
   int64_t fit = band_rows;
   if (fit == 0)
     for (fit = 1; fit < p.chunk_rows && band_bytes(fit + 1) <= kBandBytes;) ++fit;
@@ -326,23 +368,30 @@ std::unique_ptr<Kernel> PrepareNchwcInvertedResidual(const KernelSpec& spec) {
   gd.in_blocks = gd.out_blocks = p.mid_blocks;
   gd.h = p.buffer_rows;
   gd.oh = p.band_rows;
+  if (!p.project_stage) gd.out_plane = p.oh * p.ow * kNchwcBlock;  // the depthwise writes Y's rows
   p.expand = PointwiseGeometry(p.in_blocks, p.mid_blocks, expand_group, p.buffer_rows * p.w,
                                p.h * p.w * kNchwcBlock, 0, p.half);
-  p.project = PointwiseGeometry(p.mid_blocks, p.out_blocks, project_group, p.band_rows * p.ow, 0,
-                                p.oh * p.ow * kNchwcBlock, p.half);
+  if (p.project_stage)
+    p.project = PointwiseGeometry(p.mid_blocks, p.out_blocks, project_group, p.band_rows * p.ow, 0,
+                                  p.oh * p.ow * kNchwcBlock, p.half);
 
   p.d_offset = AlignUp(static_cast<size_t>(mid * p.buffer_rows * p.w * act));
-  p.slice_bytes = p.d_offset + AlignUp(static_cast<size_t>(mid * p.band_rows * p.ow * act));
-  p.slices = std::min<int64_t>(threads, p.n * p.chunks_per_image);
+  p.slice_bytes =
+      p.d_offset + (p.project_stage ? AlignUp(static_cast<size_t>(mid * p.band_rows * p.ow * act)) : 0);
+  p.slices = std::min<int64_t>(threads, p.n * p.chunks_per_image * p.runs_per_image);
   p.tiles = NchwcTiles();
   return std::make_unique<NchwcInvertedResidualKernel>(p);
 }
 
 std::unique_ptr<Kernel> CreateNchwcInvertedResidual(const KernelSpec& spec) {
-  CheckArity(spec, 7, 7, 1);
+  CheckArity(spec, 5, 7, 1);
+  if (spec.inputs.size() == 6)
+    throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": 6 inputs; expected X, We, Be, Wd, Bd and, for the "
+                                                 "project stage, both Wp and Bp (5 or 7)");
   CheckSameDType(spec, {DType::kFloat32, DType::kFloat16});
   // X, Y and the 1x1 weights are read and written as they are (float16 widened in registers);
   // the adapter widens the biases and depthwise weights (few) once.
+  if (spec.inputs.size() == 5) return WithFloat16Support(spec, PrepareNchwcInvertedResidual, {0, 1}, {0});
   return WithFloat16Support(spec, PrepareNchwcInvertedResidual, {0, 1, 5}, {0});
 }
 
