@@ -7,7 +7,8 @@
 //   - input's innermost dim stays last -> contiguous rows, memcpy per row;
 //   - otherwise                        -> 2-D tiled transpose between the output dim that
 //     is the input's innermost (read contiguously) and the output's innermost (written
-//     contiguously), so both sides stay cache friendly.
+//     contiguously), so both sides stay cache friendly; with fewer than 32 such rows (an NHWC
+//     image's channels) the work items are spans of columns instead of bands of rows.
 // Remaining outer dims are walked by decomposing a flat index, which needs no per-rank state.
 #include <algorithm>
 #include <cstdint>
