@@ -4,8 +4,8 @@ change without a second checkout.
 
 The cached ONNX export (benchmarks/.cache, `bench_models.py --parts compile`) is compiled once per
 variant (`compile_stages.compile_with_stages`, the batch and precision given; KERNEL_FUSION_PIPELINE
-minus the variant's passes), then every variant runs once per iteration (3 runs at batch 1), the
-order rotated each iteration, 5 ms apart. Prints each variant's median and minimum ms and its
+minus the variant's passes), then timed by interleaved_timing.interleaved (every variant once per
+iteration, the order rotated, 5 ms apart). Prints each variant's median and minimum ms and its
 max |diff| against the first variant's outputs.
 
     .venv/bin/python benchmarks/compare_kernel_fusion_passes.py convnext_tiny --batch 8 \
@@ -15,7 +15,6 @@ import argparse
 import glob
 import os
 import sys
-import time
 
 import numpy as np
 
@@ -29,10 +28,12 @@ def main():
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--precision", default="fp32", choices=["fp32", "fp16"])
     ap.add_argument("--without", nargs="+", required=True, help="kernel-fusion passes the second variant leaves out")
-    ap.add_argument("--iters", type=int, default=None, help="iterations (default 24 at batch 1, else 8)")
+    ap.add_argument("--iters", type=int, default=None, help="iterations (default 72 at batch 1, else 8)")
     args = ap.parse_args()
     import onnx
+    from compare_popefs import random_feeds
     from compile_stages import compile_with_stages
+    from interleaved_timing import interleaved
     from compiler.kernel_fusion import pipeline
     from tf_popef_op.runtime import ModelRunner, RuntimeConfig
 
@@ -54,24 +55,13 @@ def main():
             runners[tag] = ModelRunner(compile_with_stages(model, args.batch, args.precision)[0], config)
     finally:
         pipeline.KERNEL_FUSION_PIPELINE[:] = full
-    first = next(iter(runners.values()))
-    rng = np.random.default_rng(0)
-    feeds = {i.name: rng.standard_normal(i.shape).astype(i.numpy_data_type()) for i in first.get_execute_inputs()}
+    feeds = random_feeds(next(iter(runners.values())))
     outputs = {tag: r.execute(feeds) for tag, r in runners.items()}
     reference = next(iter(outputs.values()))
-    iters = args.iters or (24 if args.batch == 1 else 8)
-    repeats = 3 if args.batch == 1 else 1
-    seconds = {tag: [] for tag in runners}
-    order = list(runners)
-    for it in range(iters):
-        for tag in order[it % len(order):] + order[:it % len(order)]:
-            for _ in range(repeats):
-                start = time.perf_counter()
-                runners[tag].execute(feeds)
-                seconds[tag].append(time.perf_counter() - start)
-            time.sleep(0.005)
-    print(f"# {args.model} b{args.batch} {args.precision}, {iters} iterations x {repeats}, "
-          f"load average {os.getloadavg()[0]:.2f}")
+    iters = args.iters or (72 if args.batch == 1 else 8)
+    seconds = interleaved({tag: (lambda r=r: r.execute(feeds)) for tag, r in runners.items()}, warmup=0,
+                          min_iters=iters, max_iters=iters, budget_s=0)
+    print(f"# {args.model} b{args.batch} {args.precision}, {iters} iterations, load average {os.getloadavg()[0]:.2f}")
     print("| variant | median ms | min ms | max abs diff vs all passes |")
     print("|---|---:|---:|---:|")
     for tag, s in seconds.items():
