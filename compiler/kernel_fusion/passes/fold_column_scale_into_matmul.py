@@ -61,6 +61,12 @@ def fold_column_scale_into_matmul(model, ctx):
             ctx.logger.debug("fold_column_scale_into_matmul: '%s' left alone (the scaled constants leave %s's "
                              "normal range)", mul.name, w.dtype)
             continue
+        if mul.input[0] != mul_data:  # bypass_node passes input 0 through
+            mul.input[0], mul.input[1] = mul.input[1], mul.input[0]
+        # The Mul goes before the constants are scaled: were it to stay, γ would apply twice.
+        if not bypass_node(graph, mul):
+            ctx.logger.debug("fold_column_scale_into_matmul: could not bypass '%s'", mul.name)
+            continue
         replaced = set()
         for node, index, value in scaled:
             name = fresh_name(f"{node.input[index]}_colscaled", taken)
@@ -68,11 +74,6 @@ def fold_column_scale_into_matmul(model, ctx):
             constants.add(name, value)
             replaced.add(node.input[index])
             node.input[index] = name
-        if mul.input[0] != mul_data:  # bypass_node passes input 0 through
-            mul.input[0], mul.input[1] = mul.input[1], mul.input[0]
-        if not bypass_node(graph, mul):
-            ctx.logger.debug("fold_column_scale_into_matmul: could not bypass '%s'", mul.name)
-            continue
         still_read = {i for n in graph.node for i in n.input}
         remove_initializers(graph, [r for r in replaced if r not in still_read and r not in outputs])
         ctx.logger.debug("fold_column_scale_into_matmul: Mul '%s' folded into MatMul '%s' and %d bias Adds",

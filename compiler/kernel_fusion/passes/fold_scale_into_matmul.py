@@ -48,6 +48,12 @@ def fold_scale_into_matmul(model, ctx):
         if path is None:
             continue
         made_by = readers = None
+        if node.input[0] != data:  # bypass_node passes input 0 through
+            node.input[0], node.input[1] = node.input[1], node.input[0]
+        # The scale goes before the weights are scaled: were it to stay, it would apply twice.
+        if not bypass_node(graph, node):
+            ctx.logger.debug("fold_scale_into_matmul: could not bypass '%s'", node.name)
+            continue
         for target, index in path:
             value = constants.value(target.input[index])
             scaled = (value.astype(np.float64) * scale).astype(value.dtype)
@@ -55,11 +61,6 @@ def fold_scale_into_matmul(model, ctx):
             graph.initializer.append(numpy_helper.from_array(scaled, name))
             constants.add(name, scaled)
             target.input[index] = name
-        if node.input[0] != data:  # bypass_node passes input 0 through
-            node.input[0], node.input[1] = node.input[1], node.input[0]
-        if not bypass_node(graph, node):
-            ctx.logger.debug("fold_scale_into_matmul: could not bypass '%s'", node.name)
-            continue
         ctx.logger.debug("fold_scale_into_matmul: %s '%s' (x%g) folded into %s", node.op_type, node.name, scale,
                          [t.name for t, _ in path])
     return model
