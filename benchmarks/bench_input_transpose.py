@@ -9,14 +9,15 @@ the median of --reps repetitions of --calls calls.
 import argparse
 import os
 import sys
-import tempfile
 import time
 
 import numpy as np
 from onnx import TensorProto, helper
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from compare_popefs import random_feeds  # noqa: E402
 from compiler.compiler import compile_converted  # noqa: E402
 from compiler.converter import Converter  # noqa: E402
 from compiler.options import CompilerOptions  # noqa: E402
@@ -39,29 +40,25 @@ def main():
     p.add_argument("--calls", type=int, default=200)
     p.add_argument("--reps", type=int, default=7)
     a = p.parse_args()
-    with tempfile.TemporaryDirectory() as work:
-        for precision in a.precision:
-            for batch in a.batch:
-                path = os.path.join(work, f"transpose-b{batch}-{precision}.popef")
-                converted = Converter(batch_size=batch, precision=precision).convert(
-                    transpose_model(batch, a.size, a.channels))
-                compile_converted(converted, CompilerOptions(batch_size=batch)).save(path)
-                runner = ModelRunner(path, RuntimeConfig())
-                (anchor,) = runner.get_execute_inputs()
-                feed = {anchor.name: np.random.default_rng(0).random(anchor.shape).astype(anchor.numpy_data_type())}
-                (out,) = runner.get_execute_outputs()
-                outs = {out.name: np.zeros(out.shape, out.numpy_data_type())}
-                runner.execute(feed, outs)
-                if not np.array_equal(outs[out.name], np.transpose(feed[anchor.name], (0, 3, 1, 2))):
-                    raise SystemExit(f"b{batch} {precision}: the output is not the transpose of the input")
-                reps = []
-                for _ in range(a.reps):
-                    t0 = time.perf_counter()
-                    for _ in range(a.calls):
-                        runner.execute(feed, outs)
-                    reps.append((time.perf_counter() - t0) / a.calls * 1e6)
-                print(f"[{batch}, {a.size}, {a.size}, {a.channels}] -> NCHW {precision}: "
-                      f"{float(np.median(reps)):.1f} µs per execute")
+    for precision in a.precision:
+        for batch in a.batch:
+            converted = Converter(batch_size=batch, precision=precision).convert(
+                transpose_model(batch, a.size, a.channels))
+            runner = ModelRunner(compile_converted(converted, CompilerOptions(batch_size=batch)), RuntimeConfig())
+            feed = random_feeds(runner)
+            (out,) = runner.get_execute_outputs()
+            outs = {out.name: np.zeros(out.shape, out.numpy_data_type())}
+            runner.execute(feed, outs)
+            if not np.array_equal(outs[out.name], np.transpose(next(iter(feed.values())), (0, 3, 1, 2))):
+                raise SystemExit(f"b{batch} {precision}: the output is not the transpose of the input")
+            reps = []
+            for _ in range(a.reps):
+                t0 = time.perf_counter()
+                for _ in range(a.calls):
+                    runner.execute(feed, outs)
+                reps.append((time.perf_counter() - t0) / a.calls * 1e6)
+            print(f"[{batch}, {a.size}, {a.size}, {a.channels}] -> NCHW {precision}: "
+                  f"{float(np.median(reps)):.1f} µs per execute")
 
 
 if __name__ == "__main__":
