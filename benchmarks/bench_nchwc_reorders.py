@@ -19,6 +19,7 @@ from compare_popefs import random_feeds  # noqa: E402
 from compiler.compiler import compile_converted  # noqa: E402
 from compiler.onnx_graph.internal_ops import DOMAIN, VERSION  # noqa: E402
 from compiler.options import CompilerOptions  # noqa: E402
+from profile_model import profiled_runs  # noqa: E402
 from tf_popef_op.runtime import ModelRunner, RuntimeConfig  # noqa: E402
 
 SHAPES = [(8, 56, 96), (8, 28, 192), (8, 14, 384), (8, 7, 768), (1, 56, 96)]  # (N, H = W, C)
@@ -51,11 +52,7 @@ def main():
             x = next(iter(feed.values()))
             if not np.array_equal(outs[out.name], x):
                 raise SystemExit(f"{precision} [{n}, {hw}, {hw}, {c}]: the round trip changed the tensor")
-            for _ in range(3):
-                runner.execute(feed, outs)
-            runner.reset_profile()
-            for _ in range(a.runs):
-                runner.execute(feed, outs)
+            profiled_runs(runner, feed, a.runs, warmup=3)
             mb = x.nbytes / 1e6
             steps = ", ".join(f"{e['op']} {e['mean_us']:.0f} µs ({2 * mb / e['mean_us'] * 1e3:.0f} GB/s)"
                               for e in runner.profile())

@@ -22,6 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from op_classes import op_class  # noqa: E402
+from profile_model import profiled_runs  # noqa: E402
 from tf_popef_op.runtime import ModelRunner, RuntimeConfig  # noqa: E402
 
 CLASSES = ("Layout/copy", "Pooling/reduce", "Elementwise", "Concat")
@@ -43,10 +44,7 @@ def program_ops(path: str) -> collections.Counter:
 def profile(path: str, feeds: dict, iters: int):
     """({op class: ms per run}, profiled ms per run)."""
     runner = ModelRunner(path, RuntimeConfig(profile=True))
-    runner.execute(feeds)
-    runner.reset_profile()
-    for _ in range(iters):
-        runner.execute(feeds)
+    profiled_runs(runner, feeds, iters, warmup=1)
     classes = collections.Counter()
     for e in runner.profile():
         classes[op_class(e["op"], "conv")] += e["total_us"] / iters / 1e3

@@ -16,7 +16,9 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from profile_model import profiled_runs  # noqa: E402
 from tf_popef_op.runtime import ModelRunner, RuntimeConfig  # noqa: E402
 
 KINDS = ("excitation Mul", "NchwcConv", "other", "profiled run")
@@ -30,12 +32,7 @@ def feeds(runner) -> dict:
 def profile(path: str, runs: int) -> dict:
     """{kind: µs per run}."""
     runner = ModelRunner(path, RuntimeConfig(profile=True))
-    x = feeds(runner)
-    for _ in range(3):
-        runner.execute(x)
-    runner.reset_profile()
-    for _ in range(runs):
-        runner.execute(x)
+    profiled_runs(runner, feeds(runner), runs, warmup=3)
     out = collections.Counter()
     for e in runner.profile():
         kind = "excitation Mul" if "se_excite" in e["node"] else "NchwcConv" if e["op"] == "NchwcConv" else "other"
