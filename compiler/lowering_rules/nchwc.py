@@ -63,22 +63,24 @@ def lower_from_nchwc(ctx: NodeContext) -> KernelCall:
 
 @lowering_rule(f"{DOMAIN}::NchwcConv")
 def lower_nchwc_conv(ctx: NodeContext) -> KernelCall:
-    """Conv on a blocked (or, group 1, plain) X with blocked weights, bias, sum and activation;
-    group 1 on a blocked X also takes S, X's scale per image and input channel [N, C/8, 1, 1, 8]
-    (the kernel's last input, has_input_scale = 1)."""
+    """Conv on a blocked (or, group 1, plain; channels_last: [N, H, W, C]) X with blocked weights,
+    bias, sum and activation; group 1 on a blocked X also takes S, X's scale per image and input
+    channel [N, C/8, 1, 1, 8] (the kernel's last input, has_input_scale = 1)."""
     ctx.require_inputs(2, 5)
     ctx.require_dtypes(FLOATS)
     x, w = list(ctx.input_type(0).shape), list(ctx.input_type(1).shape)
+    channels_last = _channels_last(ctx)
     try:
         expected = nchwc_conv_output_shape(x, w, ctx.attr)
     except ValueError as e:
         raise ctx.error(str(e)) from None
-    _, m, _, kernel = nchwc.conv_geometry(x, w, int(ctx.attr("group", 1)))
+    _, m, _, kernel = nchwc.conv_geometry(x, w, int(ctx.attr("group", 1)), bool(channels_last))
     if ctx.has_input(2) and list(ctx.input_type(2).shape) != [m]:
         raise ctx.error(f"bias '{ctx.node.input[2]}' has shape {ctx.input_type(2).shape_text()}, expected [{m}]")
     _require_output(ctx, expected)
-    attrs = window_attrs(ctx, kernel, spatial=x[2:4])
+    attrs = window_attrs(ctx, kernel, spatial=x[1:3] if channels_last else x[2:4])
     attrs["group"] = int(ctx.attr("group", 1))
+    attrs.update(channels_last)
     call = with_epilogue(ctx, KernelCall("NchwcConv", [], attrs), "NchwcConv", FLOATS)
     if ctx.has_input(4):
         scale = [x[0], x[1], 1, 1, nchwc.BLOCK] if len(x) == 5 else None

@@ -26,7 +26,10 @@ being [N, C/8, H, W, 8]:
                                  attributes; X blocked (group 1: W [M/G, C/8, KH, KW, 8, G],
                                  G = 16 output channels per group when M % 16 == 0, else 8;
                                  group C: depthwise, W [C/8, KH, KW, 8]) or plain [N, C, H, W]
-                                 (group 1, W [M/G, C, KH, KW, G]); B [M]; Sum and Y blocked
+                                 (group 1, W [M/G, C, KH, KW, G]) or, channels_last = 1, [N, H, W, C]
+                                 with C <= 4 (group 1, W [M/G, KH, KW, C, G]: the stem reading the
+                                 NHWC input, folded by fold_input_transpose_into_nchwc_conv); B [M];
+                                 Sum and Y blocked
   NchwcConv(X, W, [B], [Sum], S)  the same, group 1 on a blocked X, convolving X·S: S [N, C/8,
                                  1, 1, 8] scales each image's input channels (squeeze-and-excite's
                                  excitation, folded by fold_channel_scale_into_nchwc_conv)
@@ -196,7 +199,10 @@ def _infer_from_nchwc(ctx) -> None:
 def nchwc_conv_output_shape(x: Sequence[int], w: Sequence[int], attr) -> tuple:
     """Y's shape [N, M/8, OH, OW, 8] of an NchwcConv (`attr(name, default)` reads its
     attributes); raises ValueError when X, W and the attributes fit no variant."""
-    _, m, _, kernel = nchwc.conv_geometry(x, w, int(attr("group", 1)))
+    channels_last = bool(attr("channels_last", 0))
+    _, m, _, kernel = nchwc.conv_geometry(x, w, int(attr("group", 1)), channels_last)
+    if channels_last:
+        x = nchwc.channels_first(x)
     window = resolve_window(x[2:4], attr("kernel_shape", kernel), attr)
     if tuple(window["kernel_shape"]) != tuple(kernel):
         raise ValueError(f"kernel_shape {window['kernel_shape']} differs from the weights' window {list(kernel)}")
@@ -300,6 +306,7 @@ def _nchwc_schemas() -> List[defs.OpSchema]:
                       [x, ("W", "blocked weights", False), ("B", "[M]", True), ("Sum", "Y's shape", True),
                        ("S", "[N, C/8, 1, 1, 8]: X's scale per image and channel", True)],
                       window + [("group", defs.OpSchema.AttrType.INT, "1, or C (depthwise)"),
+                                ("channels_last", defs.OpSchema.AttrType.INT, "1: X is [N, H, W, C], C <= 4"),
                                 ("activation", string, "epilogue activation"),
                                 ("activation_params", floats, "its parameters")], _infer_nchwc_conv),
         _nchwc_schema("NchwcWinogradConv", "act(conv3x3(X, W) + B + Sum) by Winograd F(m x m, 3x3), blocked output",

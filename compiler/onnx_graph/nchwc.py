@@ -1,5 +1,5 @@
 """The NCHW8c blocked layout (docs/popef.md, "Internal ops"): block size, blocked shapes and
-the three NchwcConv variants with their weight layouts. Shared by the internal ops' shape
+the four NchwcConv variants with their weight layouts. Shared by the internal ops' shape
 inference (internal_ops.py), the pass that writes them (to_nchwc_layout) and their lowering.
 
 A blocked tensor is [N, C/8, H, W, 8] (element (n, c, h, w) at [n, c // 8, h, w, c % 8]),
@@ -10,8 +10,12 @@ import numpy as np
 
 BLOCK = 8
 
-# NchwcConv variants, told apart by X's rank and `group`.
+# NchwcConv variants, told apart by X's rank, `group` and `channels_last`.
 BLOCKED, PLAIN_INPUT, DEPTHWISE = "blocked", "plain_input", "depthwise"
+# X [N, H, W, C] read as it is (channels_last = 1): the RGB stem on the network's NHWC input.
+CHANNELS_LAST = "channels_last"
+# The most input channels the channels-last variant takes (the runtime's tiles unroll them).
+MAX_CHANNELS_LAST = 4
 
 
 def can_block(shape: Sequence) -> bool:
@@ -42,8 +46,10 @@ def channels_first(shape: Sequence[int]) -> Tuple[int, ...]:
     return (n, c, h, w)
 
 
-def conv_variant(x_rank: int, group: int) -> Optional[str]:
+def conv_variant(x_rank: int, group: int, channels_last: bool = False) -> Optional[str]:
     """The variant an NchwcConv with an X of rank `x_rank` is (None: no variant has that X)."""
+    if channels_last:
+        return CHANNELS_LAST if x_rank == 4 and group == 1 else None
     if x_rank == 5:
         return BLOCKED if group == 1 else DEPTHWISE
     if x_rank == 4 and group == 1:
@@ -65,11 +71,15 @@ def blocked_weight_shape(variant: str, m: int, c: int, kernel: Sequence[int], pe
         return (m // per_group, c // BLOCK, kh, kw, BLOCK, per_group)
     if variant == PLAIN_INPUT:
         return (m // per_group, c, kh, kw, per_group)
+    if variant == CHANNELS_LAST:
+        return (m // per_group, kh, kw, c, per_group)
     return (c // BLOCK, kh, kw, BLOCK)
 
 
 def conv_dims(variant: str, x_shape: Sequence[int], w_shape: Sequence[int]) -> Tuple[int, int, Tuple[int, int]]:
     """(M, C, kernel) read from the blocked X and W shapes of `variant` (not checked)."""
+    if variant == CHANNELS_LAST:
+        return w_shape[0] * w_shape[-1], x_shape[3], tuple(w_shape[1:3])
     c = x_shape[1] * BLOCK if len(x_shape) == 5 else x_shape[1]
     if variant == DEPTHWISE:
         return c, c, tuple(w_shape[1:3])
@@ -80,6 +90,7 @@ def block_weights(w: np.ndarray, variant: str) -> np.ndarray:
     """ONNX Conv weights [M, C/group, KH, KW] re-laid out for `variant`, with G = output_group(M):
     blocked     [M/G, C/8, KH, KW, 8(i), G(o)]  W[og, ib, kh, kw, i, o] = w[G·og + o, 8ib + i, kh, kw]
     plain_input [M/G, C, KH, KW, G(o)]          W[og, c, kh, kw, o]     = w[G·og + o, c, kh, kw]
+    channels_last [M/G, KH, KW, C, G(o)]        W[og, kh, kw, c, o]     = w[G·og + o, c, kh, kw]
     depthwise   [C/8, KH, KW, 8]                W[cb, kh, kw, l]        = w[8cb + l, 0, kh, kw]"""
     m, c, kh, kw = w.shape
     g = output_group(m)
@@ -87,6 +98,8 @@ def block_weights(w: np.ndarray, variant: str) -> np.ndarray:
         out = w.reshape(m // g, g, c // BLOCK, BLOCK, kh, kw).transpose(0, 2, 4, 5, 3, 1)
     elif variant == PLAIN_INPUT:
         out = w.reshape(m // g, g, c, kh, kw).transpose(0, 2, 3, 4, 1)
+    elif variant == CHANNELS_LAST:
+        out = w.reshape(m // g, g, c, kh, kw).transpose(0, 3, 4, 2, 1)
     else:
         out = w.reshape(m // BLOCK, BLOCK, kh, kw).transpose(0, 2, 3, 1)
     return np.ascontiguousarray(out)
@@ -100,13 +113,24 @@ def conv_output_dims(spatial: Sequence[int], kernel: Sequence[int], strides: Seq
                  for a, (i, k, s, d) in enumerate(zip(spatial, kernel, strides, dilations)))
 
 
-_W_LAYOUTS = {BLOCKED: "[M/G, C/8, KH, KW, 8, G]", PLAIN_INPUT: "[M/G, C, KH, KW, G]", DEPTHWISE: "[C/8, KH, KW, 8]"}
+_W_LAYOUTS = {BLOCKED: "[M/G, C/8, KH, KW, 8, G]", PLAIN_INPUT: "[M/G, C, KH, KW, G]",
+              CHANNELS_LAST: "[M/G, KH, KW, C, G]", DEPTHWISE: "[C/8, KH, KW, 8]"}
 
 
-def conv_geometry(x_shape: Sequence[int], w_shape: Sequence[int], group: int) -> Tuple[str, int, int, Tuple[int, int]]:
+def plain_input_to_channels_last(w: np.ndarray) -> np.ndarray:
+    """Plain-input weights [M/G, C, KH, KW, G] re-laid out for the channels-last variant
+    [M/G, KH, KW, C, G] (the same convolution on X [N, H, W, C])."""
+    return np.ascontiguousarray(w.transpose(0, 2, 3, 1, 4))
+
+
+def conv_geometry(x_shape: Sequence[int], w_shape: Sequence[int], group: int,
+                  channels_last: bool = False) -> Tuple[str, int, int, Tuple[int, int]]:
     """(variant, M, C, kernel) of an NchwcConv with these X and W shapes; raises ValueError
     saying what fits no variant (the schema's inference and the lowering rule both check this)."""
-    variant = conv_variant(len(x_shape), group)
+    variant = conv_variant(len(x_shape), group, channels_last)
+    if channels_last and (variant is None or not 1 <= x_shape[3] <= MAX_CHANNELS_LAST):
+        raise ValueError(f"channels_last = 1 with X {list(x_shape)} and group {group}: it takes group 1 and X "
+                         f"[N, H, W, C] with 1 <= C <= {MAX_CHANNELS_LAST}")
     if variant is None:
         raise ValueError(f"X {list(x_shape)} with group {group} fits no NchwcConv variant (X [N, C/8, H, W, 8] with "
                          f"group 1 or C, or X [N, C, H, W] with group 1)")

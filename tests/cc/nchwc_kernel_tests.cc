@@ -25,11 +25,15 @@ namespace {
 struct ConvCase {
   int64_t n, c, m, h, w, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
   bool depthwise = false, plain_input = false;
+  bool channels_last = false;  // X [N, H, W, C] (C <= 4), W [M/GB, KH, KW, C, GB]: the stem on the NHWC input
   int64_t out_group = 1;  // output blocks per weight group: 2 = paired weights (W's last axis 16)
   int64_t oh() const { return (h + pt + pb - dh * (kh - 1) - 1) / sh + 1; }
   int64_t ow() const { return (w + pl + pr - dw * (kw - 1) - 1) / sw + 1; }
   std::string Describe() const {
-    return std::string(depthwise ? "depthwise" : plain_input ? "plain-input" : "blocked") +
+    return std::string(depthwise       ? "depthwise"
+                       : channels_last ? "channels-last"
+                       : plain_input   ? "plain-input"
+                                       : "blocked") +
            (out_group == 2 ? " paired" : "") + " x [" +
            std::to_string(n) + ", " + std::to_string(c) + ", " + std::to_string(h) + ", " + std::to_string(w) +
            "] m " + std::to_string(m) + " window " + std::to_string(kh) + "x" + std::to_string(kw) + " stride " +
@@ -90,12 +94,14 @@ KernelTester ConvTester(const ConvCase& k, const Epi& e, uint32_t seed, DType va
           const double v = w[static_cast<size_t>(((m * cg + c) * k.kh + a) * k.kw + d)];
           int64_t at;
           if (k.depthwise) at = ((m / B * k.kh + a) * k.kw + d) * B + m % B;
+          else if (k.channels_last) at = (((m / GB * k.kh + a) * k.kw + d) * k.c + c) * GB + m % GB;
           else if (k.plain_input) at = (((m / GB * k.c + c) * k.kh + a) * k.kw + d) * GB + m % GB;
           else at = (((((m / GB) * (k.c / B) + c / B) * k.kh + a) * k.kw + d) * B + c % B) * GB + m % GB;
           wb[static_cast<size_t>(at)] = v;
         }
   std::vector<int64_t> w_shape;
   if (k.depthwise) w_shape = {k.c / B, k.kh, k.kw, B};
+  else if (k.channels_last) w_shape = {k.m / GB, k.kh, k.kw, k.c, GB};
   else if (k.plain_input) w_shape = {k.m / GB, k.c, k.kh, k.kw, GB};
   else w_shape = {k.m / GB, k.c / B, k.kh, k.kw, B, GB};
   KernelTester t("NchwcConv");
@@ -105,8 +111,18 @@ KernelTester ConvTester(const ConvCase& k, const Epi& e, uint32_t seed, DType va
       .Attr("activation_params", e.params)
       .Attr("has_bias", e.bias ? 1 : 0)
       .Attr("has_sum", e.sum ? 1 : 0);
-  if (k.plain_input) t.AddInput(dtype, {k.n, k.c, k.h, k.w}, x);
-  else t.AddInput(dtype, {k.n, k.c / B, k.h, k.w, B}, ToBlocked(x, k.n, k.c, k.h * k.w));
+  if (k.channels_last) {
+    std::vector<double> nhwc(x.size());
+    for (int64_t n = 0; n < k.n; ++n)
+      for (int64_t c = 0; c < k.c; ++c)
+        for (int64_t i = 0; i < k.h * k.w; ++i)
+          nhwc[static_cast<size_t>((n * k.h * k.w + i) * k.c + c)] = x[static_cast<size_t>((n * k.c + c) * k.h * k.w + i)];
+    t.Attr("channels_last", 1).AddInput(dtype, {k.n, k.h, k.w, k.c}, nhwc);
+  } else if (k.plain_input) {
+    t.AddInput(dtype, {k.n, k.c, k.h, k.w}, x);
+  } else {
+    t.AddInput(dtype, {k.n, k.c / B, k.h, k.w, B}, ToBlocked(x, k.n, k.c, k.h * k.w));
+  }
   t.AddInput(dtype, w_shape, wb);
   if (e.bias) t.AddInput(dtype, {k.m}, b);
   if (e.sum) t.AddInput(dtype, {k.n, k.m / B, oh, ow, B}, ToBlocked(s, k.n, k.m, oh * ow));
@@ -217,6 +233,21 @@ std::vector<ConvCase> Geometries() {
   ConvCase wide_stem{1, 3, 16, 9, 203, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3};
   wide_stem.plain_input = true;
   cases.insert(cases.end(), {stem3, stem7, odd, wide_stem});
+  // channels-last input (the stem reading the NHWC input): C = 1 to 4; EfficientNet's and
+  // MobileNetV2's 3x3/2 with TF's one-sided pads, ResNet's 7x7/2 (batch 2, wide rows), InceptionV3's
+  // unpadded 3x3/2, ConvNeXt's 4x4/4 patches (column stride 4: the generic stride), a 3x3/1
+  // on a narrow plane, an output tail of one block
+  for (ConvCase k : std::vector<ConvCase>{{1, 3, 32, 32, 32, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1},
+                                          {2, 3, 64, 29, 45, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3},
+                                          {1, 3, 32, 9, 203, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3},
+                                          {1, 3, 32, 19, 19, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0},
+                                          {1, 3, 16, 16, 20, 4, 4, 4, 4, 1, 1, 0, 0, 0, 0},
+                                          {2, 4, 24, 6, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+                                          {1, 2, 8, 11, 13, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},
+                                          {1, 1, 40, 10, 9, 5, 5, 1, 2, 2, 1, 2, 2, 2, 2}}) {
+    k.channels_last = true;
+    cases.push_back(k);
+  }
   // output blocks for every paired tile width (pairs of 4, 3, 2 and 1, items of 8 blocks)
   cases.push_back({1, 16, 64, 9, 10, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1});
   cases.push_back({1, 8, 48, 13, 13, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0});
@@ -234,16 +265,19 @@ std::vector<ConvCase> Geometries() {
   return WithPairedWeights(cases);
 }
 
-// Pointwise, 3x3 (one and two passes over the input channels), the plain-input stem, depthwise.
+// Pointwise, 3x3 (one and two passes over the input channels), the plain-input stem, depthwise,
+// the channels-last stem.
 std::vector<ConvCase> OneOfEachVariant() {
   ConvCase stem{1, 3, 16, 12, 12, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1};
   stem.plain_input = true;
   ConvCase dw{1, 16, 16, 9, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1};
   dw.depthwise = true;
+  ConvCase nhwc_stem{1, 3, 32, 14, 15, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1};
+  nhwc_stem.channels_last = true;
   return WithPairedWeights({{1, 16, 24, 20, 20, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
                             {2, 8, 48, 9, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
                             {1, 72, 16, 5, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},  // two passes over the channels
-                            stem, dw});
+                            stem, dw, nhwc_stem});
 }
 
 KERNEL_TEST(NchwcConv_Geometries_BothPaths_VsNaive) {
@@ -297,7 +331,7 @@ KERNEL_TEST(NchwcConv_InputScale_EveryPath_VsNaive) {
   auto regular = [](const std::vector<ConvCase>& cases) {
     std::vector<ConvCase> kept;
     for (const ConvCase& k : cases)
-      if (!k.depthwise && !k.plain_input) kept.push_back(k);
+      if (!k.depthwise && !k.plain_input && !k.channels_last) kept.push_back(k);
     return kept;
   };
   auto check = [](const ConvCase& k, const Epi& e, uint32_t seed) {
@@ -421,6 +455,17 @@ KERNEL_TEST(NchwcConv_BadSpecs_RaiseNamedErrors) {
   conv({1, 4, 5, 5, 8}, {2, 2, 3, 3, 8, 8}, {1, 2, 5, 5, 8}, 2).ExpectError(kUnimpl, "group 2");
   conv({1, 16, 5, 5}, {2, 3, 3, 8}, {1, 2, 5, 5, 8}, 16).ExpectError(kUnimpl, "group 16");
   conv({1, 2, 5, 5, 8}, {2, 3, 1, 8}, {1, 2, 5, 5, 8}, 16).ExpectError(kInvalid, "depthwise weights W");
+  // channels last: X [N, H, W, C <= 4], W [M/G, KH, KW, C, G], group 1
+  auto nhwc = [&](std::vector<int64_t> x, std::vector<int64_t> w, std::vector<int64_t> y, int64_t group) {
+    KernelTester t = conv(x, w, y, group);
+    t.Attr("channels_last", 1);
+    return t;
+  };
+  nhwc({1, 5, 5, 5}, {1, 3, 3, 5, 8}, {1, 1, 5, 5, 8}, 1).ExpectError(kUnimpl, "channels_last = 1 with input X [1, 5, 5, 5]");
+  nhwc({1, 5, 5, 3}, {1, 3, 3, 3, 8}, {1, 1, 5, 5, 8}, 3).ExpectError(kUnimpl, "channels_last = 1 with input X");
+  nhwc({1, 2, 5, 5, 8}, {1, 2, 3, 3, 8, 8}, {1, 1, 5, 5, 8}, 1).ExpectError(kUnimpl, "channels_last = 1 with input X");
+  // (the plain-input layout [M/G, C, KH, KW, G])
+  nhwc({1, 5, 5, 2}, {1, 2, 3, 3, 8}, {1, 1, 5, 5, 8}, 1).ExpectError(kInvalid, "weights W has shape");
   KernelTester mixed("NchwcConv");
   mixed.Attrs({{"kernel_shape", {1, 1}}, {"strides", {1, 1}}, {"dilations", {1, 1}}, {"pads", {0, 0, 0, 0}},
                {"group", 1}})

@@ -5,7 +5,7 @@ numerically against onnxruntime on the original one:
 
     ReferenceEvaluator(model, new_ops=INTERNAL_OPS).run(None, feeds)
 
-ToNchwc, FromNchwc, NchwcConv (the three variants), NchwcWinogradConv, NchwcInvertedResidual, NchwcMaxPool,
+ToNchwc, FromNchwc, NchwcConv (the four variants), NchwcWinogradConv, NchwcInvertedResidual, NchwcMaxPool,
 NchwcAveragePool, FusedConv and FusedElementwise.
 Everything computes in float64; the blocked ops return their input's type (float32 or float16, rounded
 once as the kernels do), the others float32."""
@@ -32,8 +32,11 @@ def from_blocked(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x.transpose(0, 1, 4, 2, 3).reshape(n, cb * BLOCK, h, w))
 
 
-def onnx_weights(w: np.ndarray, x_rank: int, group: int) -> np.ndarray:
+def onnx_weights(w: np.ndarray, x_rank: int, group: int, channels_last: bool = False) -> np.ndarray:
     """NchwcConv's W back to ONNX's [M, C/group, KH, KW], by the contract's index formulas."""
+    if channels_last:  # W[og, kh, kw, c, o] = W_onnx[G·og + o, c, kh, kw]
+        mg, kh, kw, c, g = w.shape
+        return w.transpose(0, 4, 3, 1, 2).reshape(mg * g, c, kh, kw)
     if x_rank == 4:  # plain input: W[og, c, kh, kw, o] = W_onnx[G·og + o, c, kh, kw], G = 8 or 16
         mg, c, kh, kw, g = w.shape
         return w.transpose(0, 4, 1, 2, 3).reshape(mg * g, c, kh, kw)
@@ -183,10 +186,10 @@ class NchwcConv(OpRun):
     op_domain = DOMAIN
 
     def _run(self, x, w, b=None, s=None, scale=None, kernel_shape=None, strides=None, dilations=None, pads=None,
-             group=None, activation=None, activation_params=None):
+             group=None, activation=None, activation_params=None, channels_last=None):
         group = int(group or 1)
-        w_onnx = onnx_weights(w, x.ndim, group)
-        x_plain = x if x.ndim == 4 else from_blocked(x)
+        w_onnx = onnx_weights(w, x.ndim, group, bool(channels_last))
+        x_plain = x.transpose(0, 3, 1, 2) if channels_last else x if x.ndim == 4 else from_blocked(x)
         if scale is not None:  # X·S, S [N, C/8, 1, 1, 8]: one factor per image and channel
             x_plain = x_plain.astype(np.float64) * from_blocked(scale.astype(np.float64))
         if kernel_shape is not None:

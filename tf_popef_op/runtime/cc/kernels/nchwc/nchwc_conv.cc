@@ -9,7 +9,11 @@
 // X's rank and `group`:
 //   regular, blocked input   X [N, C/8, H, W, 8], W [M/8G, C/8, KH, KW, 8(c), 8G(m)]
 //   regular, plain input     X [N, C, H, W] (any C), W [M/8G, C, KH, KW, 8G(m)]
+//   regular, channels last   X [N, H, W, C] (C <= 4, channels_last = 1), W [M/8G, KH, KW, C, 8G(m)]
 //   depthwise (group == C)   X [N, C/8, H, W, 8], W [C/8, KH, KW, 8]
+// The channels-last variant is the RGB stem reading the network's NHWC input itself (the
+// compiler folds the input Transpose into it): the tiles see one input block of C interleaved
+// lanes, so a window row's KW·C values are contiguous and the C lanes unroll in the tile.
 // Y and Sum are [N, M/8, OH, OW, 8], B is [M]. G (1, or 2 when M/8 is even) is the number of
 // output blocks per weight group: a pair of blocks is one 16-float vector of the AVX-512 tiles.
 //
@@ -238,15 +242,28 @@ std::unique_ptr<Kernel> PrepareNchwcConv(const KernelSpec& spec) {
   NchwcGeometry& g = p.g;
   const int64_t group = spec.attrs.Int("group");
   const bool blocked_input = x.size() == 5;
+  const bool channels_last = spec.attrs.Has("channels_last") && CheckedFlag(spec, "channels_last");
   if (blocked_input) CheckBlocked(spec, "input X", x);
   else if (x.size() != 4)
     throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": input X has shape " + ShapeToString(x) +
                                                  ", expected blocked [N, C/8, H, W, 8] or plain [N, C, H, W]");
+  if (channels_last && (blocked_input || group != 1 || x[3] < 1 || x[3] > kMaxChannelsLastLanes))
+    throw Error(ErrorCode::kUnimplemented,
+                spec.Where() + ": channels_last = 1 with input X " + ShapeToString(x) + " and group " +
+                    std::to_string(group) + " (supported: group 1, X [N, H, W, C] with 1 <= C <= " +
+                    std::to_string(kMaxChannelsLastLanes) + ")");
   p.n = x[0];
-  g.in_lanes = blocked_input ? kNchwcBlock : 1;
-  g.in_blocks = x[1];
-  g.h = x[2];
-  g.w = x[3];
+  if (channels_last) {  // one input block of C interleaved lanes
+    g.in_lanes = x[3];
+    g.in_blocks = 1;
+    g.h = x[1];
+    g.w = x[2];
+  } else {
+    g.in_lanes = blocked_input ? kNchwcBlock : 1;
+    g.in_blocks = x[1];
+    g.h = x[2];
+    g.w = x[3];
+  }
   const int64_t c = g.in_blocks * g.in_lanes;
   ReadNchwcWindow(spec, &g);
   if (group == 1) {
@@ -255,8 +272,9 @@ std::unique_ptr<Kernel> PrepareNchwcConv(const KernelSpec& spec) {
     g.out_blocks = w[0] * g.out_group;
     const int64_t groups = w[0], lanes = g.out_group * kNchwcBlock;
     CheckShape(spec, "weights W", w,
-               blocked_input ? std::vector<int64_t>{groups, g.in_blocks, g.kh, g.kw, kNchwcBlock, lanes}
-                             : std::vector<int64_t>{groups, c, g.kh, g.kw, lanes});
+               blocked_input   ? std::vector<int64_t>{groups, g.in_blocks, g.kh, g.kw, kNchwcBlock, lanes}
+               : channels_last ? std::vector<int64_t>{groups, g.kh, g.kw, c, lanes}
+                               : std::vector<int64_t>{groups, c, g.kh, g.kw, lanes});
   } else if (group == c && blocked_input) {
     p.depthwise = true;
     g.out_blocks = g.in_blocks;

@@ -25,9 +25,15 @@ namespace kernels {
 
 constexpr int64_t kNchwcBlock = 8;
 
+// Input lanes of a channels-last X [N, H, W, C] (one block of C interleaved lanes) the tiles
+// are built for: the RGB(A) stems.
+constexpr int64_t kMaxChannelsLastLanes = 4;
+
 // The geometry of one blocked convolution or pooling step, fixed at prepare. Input blocks
 // are `in_lanes` channels wide: 8 for a blocked input, 1 for a plain NCHW input (the first
-// convolution of an RGB network reads its 3 planes directly).
+// convolution of an RGB network reads its 3 planes directly), C <= kMaxChannelsLastLanes for
+// a channels-last input (one block: the stem reading the NHWC input, a window row's KW·C
+// values contiguous).
 struct NchwcGeometry {
   int64_t in_blocks = 0, in_lanes = kNchwcBlock;  // C/8 blocks of 8, or C planes of 1
   int64_t out_blocks = 0;                          // M/8
