@@ -1,4 +1,5 @@
-"""The CNN stems alone: NHWC input -> Transpose -> Conv (3 input channels) -> activation, as the
+"""The CNN stems alone: NHWC input -> Transpose -> Conv (3 input channels) -> activation (then a
+GlobalAveragePool, so the output is small and its copy negligible), as the
 tf2onnx exports of EfficientNetB0, MobileNetV2, ResNet50 and InceptionV3 begin, compiled twice by
 this checkout: with the input Transpose folded into the stem (fold_input_transpose_into_nchwc_conv,
 the default pipeline) and without that pass (the Transpose step, then the plain-input NchwcConv).
@@ -50,15 +51,15 @@ def stem_model(name: str, batch: int):
              helper.make_node("Conv", ["t", "W", "B"], ["c"], kernel_shape=[k, k], strides=[stride, stride],
                               pads=pads, name="stem")]
     if activation == "Swish":
-        nodes += [helper.make_node("Sigmoid", ["c"], ["s"]), helper.make_node("Mul", ["c", "s"], ["y"])]
+        nodes += [helper.make_node("Sigmoid", ["c"], ["s"]), helper.make_node("Mul", ["c", "s"], ["a"])]
     elif activation == "Relu6":
         inits += [numpy_helper.from_array(np.float32(0), "lo"), numpy_helper.from_array(np.float32(6), "hi")]
-        nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["y"]))
+        nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["a"]))
     else:
-        nodes.append(helper.make_node("Relu", ["c"], ["y"]))
-    out = (size + pads[0] + pads[2] - k) // stride + 1
+        nodes.append(helper.make_node("Relu", ["c"], ["a"]))
+    nodes.append(helper.make_node("GlobalAveragePool", ["a"], ["y"]))
     graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, size, size, 3])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, m, out, out])], inits)
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, m, 1, 1])], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
