@@ -323,6 +323,35 @@ KERNEL_TEST(NchwcConv_Float16_EveryGeometry_BitIdenticalToFloat32RoundedOnce) {
   });
 }
 
+// The channels-last stem sums each output channel by channel, window row, column, as the
+// plain-input path does: the same bits from the same values, float32 and float16, every
+// channels-last geometry, every epilogue class (none, Clip, a sigmoid in registers).
+KERNEL_TEST(NchwcConv_ChannelsLast_BitIdenticalToPlainInput) {
+  uint32_t seed = 21000;
+  ForEachSimdPath([&] {
+    for (ConvCase k : Geometries()) {
+      if (!k.channels_last) continue;
+      for (const Epi& e : {kPlain, Epi{"Clip", {0, 6}, true, false}, Epi{"Swish", {1.0}, true, true}})
+        for (DType dtype : {F32, F16}) {
+          seed += 2;
+          std::vector<double> naive;
+          ConvCase plain = k;
+          plain.channels_last = false;
+          plain.plain_input = true;
+          const std::vector<int64_t> y_shape = {k.n, k.m / B, k.oh(), k.ow(), B};
+          const std::vector<double> want =
+              ConvTester(plain, e, seed, dtype, dtype, &naive)
+                  .AddOutput(dtype, y_shape, std::vector<double>(static_cast<size_t>(NumElements(y_shape))))
+                  .RunAndGetOutput(0);
+          const size_t failures = CurrentFailures().size();
+          ConvTester(k, e, seed, dtype, dtype, &naive).AddOutput(dtype, y_shape, want).Tolerance(0, 0).Run();
+          for (size_t i = failures; i < CurrentFailures().size(); ++i)
+            CurrentFailures()[i] = Describe(k, e, dtype) + " vs plain input: " + CurrentFailures()[i];
+        }
+    }
+  });
+}
+
 // X scaled per image and input channel (squeeze-and-excite folded into the convolution after
 // it): every regular blocked-input geometry (tile widths, paired weights, one and several passes
 // over the input channels, float16 weights widened per item or in registers), float32 and
