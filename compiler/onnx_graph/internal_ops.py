@@ -27,7 +27,7 @@ being [N, C/8, H, W, 8]:
                                  G = 16 output channels per group when M % 16 == 0, else 8;
                                  group C: depthwise, W [C/8, KH, KW, 8]) or plain [N, C, H, W]
                                  (group 1, W [M/G, C, KH, KW, G]) or, channels_last = 1, [N, H, W, C]
-                                 with C <= 4 (group 1, W [M/G, KH, KW, C, G]: the stem reading the
+                                 with C = 1 or 3 (group 1, W [M/G, KH, KW, C, G]: the stem reading the
                                  NHWC input, folded by fold_input_transpose_into_nchwc_conv); B [M];
                                  Sum and Y blocked
   NchwcConv(X, W, [B], [Sum], S)  the same, group 1 on a blocked X, convolving X·S: S [N, C/8,
@@ -306,7 +306,7 @@ def _nchwc_schemas() -> List[defs.OpSchema]:
                       [x, ("W", "blocked weights", False), ("B", "[M]", True), ("Sum", "Y's shape", True),
                        ("S", "[N, C/8, 1, 1, 8]: X's scale per image and channel", True)],
                       window + [("group", defs.OpSchema.AttrType.INT, "1, or C (depthwise)"),
-                                ("channels_last", defs.OpSchema.AttrType.INT, "1: X is [N, H, W, C], C <= 4"),
+                                ("channels_last", defs.OpSchema.AttrType.INT, "1: X is [N, H, W, C], C = 1 or 3"),
                                 ("activation", string, "epilogue activation"),
                                 ("activation_params", floats, "its parameters")], _infer_nchwc_conv),
         _nchwc_schema("NchwcWinogradConv", "act(conv3x3(X, W) + B + Sum) by Winograd F(m x m, 3x3), blocked output",

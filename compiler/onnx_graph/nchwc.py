@@ -14,8 +14,10 @@ BLOCK = 8
 BLOCKED, PLAIN_INPUT, DEPTHWISE = "blocked", "plain_input", "depthwise"
 # X [N, H, W, C] read as it is (channels_last = 1): the RGB stem on the network's NHWC input.
 CHANNELS_LAST = "channels_last"
-# The most input channels the channels-last variant takes (the runtime's tiles unroll them).
-MAX_CHANNELS_LAST = 4
+# Input channel counts the channels-last variant takes: the runtime's tiles unroll the C
+# interleaved lanes, so each count is a tile instantiation; 3 is the RGB stem, and one channel
+# is the plain-input layout itself.
+CHANNELS_LAST_CHANNELS = (1, 3)
 
 
 def can_block(shape: Sequence) -> bool:
@@ -128,9 +130,9 @@ def conv_geometry(x_shape: Sequence[int], w_shape: Sequence[int], group: int,
     """(variant, M, C, kernel) of an NchwcConv with these X and W shapes; raises ValueError
     saying what fits no variant (the schema's inference and the lowering rule both check this)."""
     variant = conv_variant(len(x_shape), group, channels_last)
-    if channels_last and (variant is None or not 1 <= x_shape[3] <= MAX_CHANNELS_LAST):
+    if channels_last and (variant is None or x_shape[3] not in CHANNELS_LAST_CHANNELS):
         raise ValueError(f"channels_last = 1 with X {list(x_shape)} and group {group}: it takes group 1 and X "
-                         f"[N, H, W, C] with 1 <= C <= {MAX_CHANNELS_LAST}")
+                         f"[N, H, W, C] with C in {CHANNELS_LAST_CHANNELS}")
     if variant is None:
         raise ValueError(f"X {list(x_shape)} with group {group} fits no NchwcConv variant (X [N, C/8, H, W, 8] with "
                          f"group 1 or C, or X [N, C, H, W] with group 1)")

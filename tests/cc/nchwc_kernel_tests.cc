@@ -25,7 +25,7 @@ namespace {
 struct ConvCase {
   int64_t n, c, m, h, w, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
   bool depthwise = false, plain_input = false;
-  bool channels_last = false;  // X [N, H, W, C] (C <= 4), W [M/GB, KH, KW, C, GB]: the stem on the NHWC input
+  bool channels_last = false;  // X [N, H, W, C] (C = 1 or 3), W [M/GB, KH, KW, C, GB]: the stem on the NHWC input
   int64_t out_group = 1;  // output blocks per weight group: 2 = paired weights (W's last axis 16)
   int64_t oh() const { return (h + pt + pb - dh * (kh - 1) - 1) / sh + 1; }
   int64_t ow() const { return (w + pl + pr - dw * (kw - 1) - 1) / sw + 1; }
@@ -242,8 +242,8 @@ std::vector<ConvCase> Geometries() {
                                           {1, 3, 32, 9, 203, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3},
                                           {1, 3, 32, 19, 19, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0},
                                           {1, 3, 16, 16, 20, 4, 4, 4, 4, 1, 1, 0, 0, 0, 0},
-                                          {2, 4, 24, 6, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
-                                          {1, 2, 8, 11, 13, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},
+                                          {2, 3, 24, 6, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+                                          {1, 1, 8, 11, 13, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},
                                           {1, 1, 40, 10, 9, 5, 5, 1, 2, 2, 1, 2, 2, 2, 2}}) {
     k.channels_last = true;
     cases.push_back(k);
@@ -484,17 +484,20 @@ KERNEL_TEST(NchwcConv_BadSpecs_RaiseNamedErrors) {
   conv({1, 4, 5, 5, 8}, {2, 2, 3, 3, 8, 8}, {1, 2, 5, 5, 8}, 2).ExpectError(kUnimpl, "group 2");
   conv({1, 16, 5, 5}, {2, 3, 3, 8}, {1, 2, 5, 5, 8}, 16).ExpectError(kUnimpl, "group 16");
   conv({1, 2, 5, 5, 8}, {2, 3, 1, 8}, {1, 2, 5, 5, 8}, 16).ExpectError(kInvalid, "depthwise weights W");
-  // channels last: X [N, H, W, C <= 4], W [M/G, KH, KW, C, G], group 1
+  // channels last: X [N, H, W, C = 1 or 3], W [M/G, KH, KW, C, G], group 1
   auto nhwc = [&](std::vector<int64_t> x, std::vector<int64_t> w, std::vector<int64_t> y, int64_t group) {
     KernelTester t = conv(x, w, y, group);
     t.Attr("channels_last", 1);
     return t;
   };
   nhwc({1, 5, 5, 5}, {1, 3, 3, 5, 8}, {1, 1, 5, 5, 8}, 1).ExpectError(kUnimpl, "channels_last = 1 with input X [1, 5, 5, 5]");
+  // only the counts the tiles are instantiated for (each is a copy of every tile)
+  nhwc({1, 5, 5, 2}, {1, 3, 3, 2, 8}, {1, 1, 5, 5, 8}, 1).ExpectError(kUnimpl, "X [N, H, W, C] with C = 1 or 3");
+  nhwc({1, 5, 5, 4}, {1, 3, 3, 4, 8}, {1, 1, 5, 5, 8}, 1).ExpectError(kUnimpl, "X [N, H, W, C] with C = 1 or 3");
   nhwc({1, 5, 5, 3}, {1, 3, 3, 3, 8}, {1, 1, 5, 5, 8}, 3).ExpectError(kUnimpl, "channels_last = 1 with input X");
   nhwc({1, 2, 5, 5, 8}, {1, 2, 3, 3, 8, 8}, {1, 1, 5, 5, 8}, 1).ExpectError(kUnimpl, "channels_last = 1 with input X");
   // (the plain-input layout [M/G, C, KH, KW, G])
-  nhwc({1, 5, 5, 2}, {1, 2, 3, 3, 8}, {1, 1, 5, 5, 8}, 1).ExpectError(kInvalid, "weights W has shape");
+  nhwc({1, 5, 5, 1}, {1, 1, 3, 3, 8}, {1, 1, 5, 5, 8}, 1).ExpectError(kInvalid, "weights W has shape");
   KernelTester mixed("NchwcConv");
   mixed.Attrs({{"kernel_shape", {1, 1}}, {"strides", {1, 1}}, {"dilations", {1, 1}}, {"pads", {0, 0, 0, 0}},
                {"group", 1}})

@@ -4,7 +4,7 @@ itself:
 
     NchwcConv(Transpose(x [N, H, W, C], perm [0, 3, 1, 2]), W)  -> NchwcConv(x, W', channels_last=1)
 
-with C <= nchwc.MAX_CHANNELS_LAST and W' the plain-input weights [M/G, C, KH, KW, G] re-laid out
+with C in nchwc.CHANNELS_LAST_CHANNELS (1 or 3) and W' the plain-input weights [M/G, C, KH, KW, G] re-laid out
 as [M/G, KH, KW, C, G] (nchwc.plain_input_to_channels_last), so a window row's KW·C input values
 are contiguous for the tiles. The Transpose step and its pass over the input go; the convolution
 runs at least as fast on the interleaved channels (docs/benchmarks.md, "The stem on the NHWC
@@ -12,7 +12,7 @@ input").
 
 Left as they are: a Transpose that anything else reads (or that is a graph output: it is
 computed anyway), other perms, convolutions whose X is not a Transpose (an NCHW model's
-input), a blocked X (C % 8 == 0), C > MAX_CHANNELS_LAST, and weights that are not an
+input), a blocked X (C % 8 == 0), other channel counts, and weights that are not an
 initializer of the graph. Weights shared with another node get a copy; the plain ones go when
 nothing reads them any more."""
 from onnx import helper
@@ -32,7 +32,7 @@ _TO_CHANNELS_FIRST = [0, 3, 1, 2]
 
 @register("fold_input_transpose_into_nchwc_conv", kind="fuse")
 def fold_input_transpose_into_nchwc_conv(model, ctx):
-    """NchwcConv(Transpose(x [N, H, W, C <= 4], perm [0, 3, 1, 2])) -> NchwcConv(x, channels_last=1)."""
+    """NchwcConv(Transpose(x [N, H, W, C = 1 or 3], perm [0, 3, 1, 2])) -> NchwcConv(x, channels_last=1)."""
     graph = model.graph
     convs = [n for n in graph.node if n.op_type == "NchwcConv" and n.domain == DOMAIN]
     if not convs or not any(n.op_type == "Transpose" for n in graph.node):
@@ -49,7 +49,7 @@ def fold_input_transpose_into_nchwc_conv(model, ctx):
             continue
         x, w = types.get(transpose.input[0]), types.get(conv.input[1])
         if (x is None or w is None or not x.is_static or len(x.shape) != 4 or _attr(conv, "group", 1) != 1
-                or not 1 <= x.shape[3] <= nchwc.MAX_CHANNELS_LAST or len(w.shape) != 5
+                or x.shape[3] not in nchwc.CHANNELS_LAST_CHANNELS or len(w.shape) != 5
                 or tuple(w.shape[1:2]) != (x.shape[3],) or conv.input[1] not in initializers):
             continue
         if transpose.output[0] in outputs or readers.get(transpose.output[0], []) != [conv]:

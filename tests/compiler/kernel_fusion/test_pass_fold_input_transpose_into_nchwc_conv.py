@@ -54,7 +54,7 @@ def test_pipeline_runs_it_after_the_reorder_folds():
     assert KERNEL_FUSION_PIPELINE.index(PASS) == KERNEL_FUSION_PIPELINE.index("fold_transposes_into_nchwc_reorders") + 1
 
 
-@pytest.mark.parametrize("c", [1, 2, 3, 4])
+@pytest.mark.parametrize("c", [1, 3])
 def test_transpose_folds_into_the_stem(c):
     model = stem_net(c=c)
     out = _fused(model)
@@ -127,8 +127,10 @@ def test_nchw_input_does_not_fold():
     check(model, out)
 
 
-def test_more_than_four_channels_do_not_fold():
-    model = stem_net(c=5)
+@pytest.mark.parametrize("c", [2, 4, 5])
+def test_other_channel_counts_do_not_fold(c):
+    """The runtime's channels-last tiles are instantiated for C = 1 and 3 only."""
+    model = stem_net(c=c)
     out = _fused(model)
     assert op_types(out)[0] == "Transpose" and "channels_last" not in attrs_of(node_named(out, "stem"))
     check(model, out)

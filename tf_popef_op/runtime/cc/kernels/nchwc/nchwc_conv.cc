@@ -9,7 +9,7 @@
 // X's rank and `group`:
 //   regular, blocked input   X [N, C/8, H, W, 8], W [M/8G, C/8, KH, KW, 8(c), 8G(m)]
 //   regular, plain input     X [N, C, H, W] (any C), W [M/8G, C, KH, KW, 8G(m)]
-//   regular, channels last   X [N, H, W, C] (C <= 4, channels_last = 1), W [M/8G, KH, KW, C, 8G(m)]
+//   regular, channels last   X [N, H, W, C] (C = 1 or 3, channels_last = 1), W [M/8G, KH, KW, C, 8G(m)]
 //   depthwise (group == C)   X [N, C/8, H, W, 8], W [C/8, KH, KW, 8]
 // The channels-last variant is the RGB stem reading the network's NHWC input itself (the
 // compiler folds the input Transpose into it): the tiles see one input block of C interleaved
@@ -247,11 +247,10 @@ std::unique_ptr<Kernel> PrepareNchwcConv(const KernelSpec& spec) {
   else if (x.size() != 4)
     throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": input X has shape " + ShapeToString(x) +
                                                  ", expected blocked [N, C/8, H, W, 8] or plain [N, C, H, W]");
-  if (channels_last && (blocked_input || group != 1 || x[3] < 1 || x[3] > kMaxChannelsLastLanes))
+  if (channels_last && (blocked_input || group != 1 || !ChannelsLastLanesSupported(x[3])))
     throw Error(ErrorCode::kUnimplemented,
                 spec.Where() + ": channels_last = 1 with input X " + ShapeToString(x) + " and group " +
-                    std::to_string(group) + " (supported: group 1, X [N, H, W, C] with 1 <= C <= " +
-                    std::to_string(kMaxChannelsLastLanes) + ")");
+                    std::to_string(group) + " (supported: group 1, X [N, H, W, C] with C = 1 or 3)");
   p.n = x[0];
   if (channels_last) {  // one input block of C interleaved lanes
     g.in_lanes = x[3];

@@ -26,12 +26,13 @@ namespace kernels {
 constexpr int64_t kNchwcBlock = 8;
 
 // Input lanes of a channels-last X [N, H, W, C] (one block of C interleaved lanes) the tiles
-// are built for: the RGB(A) stems.
-constexpr int64_t kMaxChannelsLastLanes = 4;
+// are built for: each count is an instantiation of every tile, so only the RGB stem's 3 (and 1,
+// which is the plain-input layout itself).
+inline bool ChannelsLastLanesSupported(int64_t c) { return c == 1 || c == 3; }
 
 // The geometry of one blocked convolution or pooling step, fixed at prepare. Input blocks
 // are `in_lanes` channels wide: 8 for a blocked input, 1 for a plain NCHW input (the first
-// convolution of an RGB network reads its 3 planes directly), C <= kMaxChannelsLastLanes for
+// convolution of an RGB network reads its 3 planes directly), C = 1 or 3 for
 // a channels-last input (one block: the stem reading the NHWC input, a window row's KW·C
 // values contiguous).
 struct NchwcGeometry {
