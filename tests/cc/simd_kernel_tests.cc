@@ -114,6 +114,31 @@ KERNEL_TEST(VectorMath_Accuracy_BothPaths) {
   });
 }
 
+// The AVX-512 path's Sigmoid and Swish (16 lanes, vscalefps) compute the AVX2 path's bits, on
+// the whole float range and for every tail length.
+KERNEL_TEST(VectorMath_SigmoidSwish_Avx512BitIdenticalToAvx2) {
+  if (!vm::CpuHasAvx512()) return;
+  const std::vector<float> x = WideInputs();
+  const vm::SimdPath before = vm::ActivePath();
+  for (auto fn : {vm::Sigmoid, vm::Swish}) {
+    std::vector<float> avx2(x.size()), avx512(x.size());
+    for (int64_t n : {static_cast<int64_t>(x.size()), int64_t{1}, int64_t{15}, int64_t{17}, int64_t{31}}) {
+      vm::SetPathForTesting(vm::SimdPath::kAvx2);
+      fn(x.data(), avx2.data(), n);
+      vm::SetPathForTesting(vm::SimdPath::kAvx512);
+      fn(x.data(), avx512.data(), n);
+      for (int64_t i = 0; i < n; ++i)
+        if (std::memcmp(&avx2[i], &avx512[i], sizeof(float)) != 0 && !(std::isnan(avx2[i]) && std::isnan(avx512[i]))) {
+          Fail((fn == vm::Sigmoid ? std::string("Sigmoid") : std::string("Swish")) + " at x = " +
+               std::to_string(x[i]) + " (n = " + std::to_string(n) + "): avx2 " + std::to_string(avx2[i]) +
+               ", avx512 " + std::to_string(avx512[i]));
+          break;
+        }
+    }
+  }
+  vm::SetPathForTesting(before);
+}
+
 // Gelu on every 2^-13 of [-16, 16]: the negative side down to where x·Φ(x) rounds to 0,
 // the denormal results around x = -14, and the crossovers of the polynomial's argument.
 KERNEL_TEST(VectorMath_GeluDenseSweep_BothPaths) {
