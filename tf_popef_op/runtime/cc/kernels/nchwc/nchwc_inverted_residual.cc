@@ -27,7 +27,9 @@
 // instead: runs of expanded channels write D whole into scratch (small at such planes), then runs
 // of the project's output groups (or of pixels, where the groups do not divide among the
 // threads) project it into Y. No item expands another's halo rows, and each reads only its part
-// of We, Wd and Wp (at 7x7, 1.2 MB of weights for 47k pixels-channels of output).
+// of We, Wd and Wp (at 7x7 160->960->160: 1.2 MB of weights for a 31 KB Y). Larger planes keep
+// the rows: their runs barely overlap, and a whole D would cross between the cores
+// (docs/benchmarks.md, "Batch 1 against OpenVINO, block by block").
 //
 // The three stages call the NchwcConv tile rows (nchwc_tiles.h) on geometries that describe the
 // band buffers. A 1x1 stage runs as NchwcConv runs it, on its rows as one long row of pixels;
