@@ -24,6 +24,7 @@ import onnx
 from onnx import helper
 
 from compiler.converter.pass_registry import register
+from compiler.converter.passes.sort_graph import sort_graph
 from compiler.onnx_graph import nchwc
 from compiler.onnx_graph.graph_edit import consumers, producers, remove_nodes, remove_value_info
 from compiler.onnx_graph.internal_ops import DOMAIN
@@ -72,6 +73,8 @@ def fuse_channels_last_depthwise(model, ctx):
                          conv.name, x, ln.name)
     remove_value_info(graph, dropped_values)
     remove_nodes(graph, doomed)
+    if doomed:  # a FromNchwc read as X may come after the LayerNormalization's place
+        sort_graph(model, ctx)
     return model
 
 

@@ -91,6 +91,20 @@ def test_a_stage_first_block_reads_the_existing_channels_last_copy():
     assert list(out.graph.node[1].input)[0] == "Xcl"
 
 
+def test_a_channels_last_copy_placed_after_the_layernorm_is_sorted_before_the_new_step():
+    """The residual's FromNchwc may come after the LayerNormalization in node order (ConvNeXt's
+    stage-first blocks): the rewritten graph stays topologically sorted, so shape inference
+    reaches the new step with X's type."""
+    model = _chain(source="from_nchwc")
+    reorder = type(model.graph.node[0])()
+    reorder.CopyFrom(model.graph.node[0])
+    del model.graph.node[0]
+    model.graph.node.append(reorder)
+    out = _assert_rewrites_and_matches(model, ["FromNchwc", "ChannelsLastDepthwiseConv"])
+    from compiler.onnx_graph.type_inference import infer_types
+    assert list(infer_types(out).types["Y"].shape) == [2, 6, 7, 16]
+
+
 def test_to_nchwc_read_elsewhere_stays():
     out = _assert_rewrites_and_matches(_chain(extra_outputs=("Xb",)), ["ToNchwc", "ChannelsLastDepthwiseConv"])
     assert list(out.graph.node[1].input)[0] == "X"
