@@ -1,6 +1,7 @@
 // ChannelsLastDepthwiseConv (kernels/conv/channels_last_depthwise.cc) against a naive
 // double-precision loop on every SIMD path: the window tiles (3, 5 and 7 wide, stride 1 and 2,
-// rows narrower and wider than a tile), the generic loop (other widths, dilations), with and
+// rows narrower and wider than a tile, one row or a band of rows per work item), the generic
+// loop (other widths, dilations), with and
 // without bias, with and without the LayerNormalization epilogue (with and without beta), in
 // float32 and float16; and the named errors for bad specs. Run by the kernel_tests.cc binary
 // (tests/cc/test_kernels_cc.py).
@@ -112,6 +113,9 @@ const std::vector<ClCase>& Cases() {
       {1, 9, 13, 8, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2},
       {1, 8, 15, 16, 7, 7, 2, 2, 1, 1, 3, 2, 2, 3},
       {1, 6, 10, 8, 3, 3, 1, 2, 1, 1, 0, 1, 1, 0},
+      // several images on planes at least 28 wide: bands of rows per work item
+      {2, 8, 28, 16, 7, 7, 1, 1, 1, 1, 3, 3, 3, 3},
+      {3, 6, 30, 8, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},
       // the generic loop: a 4-wide window, dilation 2, a 1x1
       {1, 6, 9, 16, 4, 4, 1, 1, 1, 1, 1, 2, 2, 1},
       {1, 9, 9, 8, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2},
@@ -141,7 +145,7 @@ KERNEL_TEST(ChannelsLastDepthwise_EveryPath_Float16_VsNaive) {
 
 KERNEL_TEST(ChannelsLastDepthwise_ConcurrentRuns) {
   std::vector<double> y;
-  const ClCase k{2, 8, 14, 32, 7, 7, 1, 1, 1, 1, 3, 3, 3, 3};
+  const ClCase k{2, 8, 28, 32, 7, 7, 1, 1, 1, 1, 3, 3, 3, 3};  // in bands of rows
   ClTester(k, {true, true, true}, 7, F32, &y)
       .AddOutput(F32, {k.n, k.oh(), k.ow(), k.c}, y)
       .Tolerance(1e-4, 1e-4)

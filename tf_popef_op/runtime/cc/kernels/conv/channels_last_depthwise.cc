@@ -12,8 +12,8 @@
 // The compiler writes it (fuse_channels_last_depthwise) for ConvNeXt's blocks, whose residual
 // stream is channels last: the blocked depthwise between two reorders and a separate
 // LayerNormalization pass become one step that reads the stream as it is. Work items are
-// output rows (image, row); each finishes whole pixels, all C channels, in an L1 buffer, where
-// the normalization runs before Y is written (channels_last_depthwise_tiles.h).
+// bands of output rows of an image; each finishes whole pixels, all C channels, in a buffer,
+// where the normalization runs before Y is written (channels_last_depthwise_tiles.h).
 //
 // Float16: X and Y are read and written as they are (widened in registers, Y rounded once);
 // the small W, B, gamma and beta are widened by the float16 adapter (kept for later runs).
@@ -36,12 +36,28 @@ namespace {
 // Multiply-adds a chunk of rows must carry before it is worth handing to a pool worker.
 constexpr int64_t kChunkMacs = int64_t{1} << 18;
 
+// Bands of rows pay on wide planes with several images: ConvNeXtTiny b8, per step against one row
+// per item, 56x56: 2.2-2.4 ms against 2.8-2.9, 28x28: 1.10-1.15 against 1.23-1.48, 14x14 even,
+// 7x7: 0.32-0.37 against 0.26-0.27 (the band's buffer [rows, OW, C] in L2 instead of L1); at
+// batch 1 rows measured as fast or faster (docs/benchmarks.md).
+constexpr int64_t kBandMinWidth = 28;
+
+// Output rows per work item: one, except on planes at least kBandMinWidth wide with several
+// images, the tallest band of at most kChannelsLastBandRows rows that cuts the rows into whole
+// bands the threads can share equally (else one row).
+int64_t BandRows(int64_t n, int64_t oh, int64_t ow, int64_t threads) {
+  if (n < 2 || ow < kBandMinWidth) return 1;
+  for (int64_t band = std::min(kChannelsLastBandRows, oh); band > 1; --band)
+    if (oh % band == 0 && n * (oh / band) % threads == 0) return band;
+  return 1;
+}
+
 struct ChannelsLastDepthwiseSetup {
   NchwcGeometry g;
   int64_t n = 0;
   bool has_bias = false, layer_norm = false, has_beta = false, half = false;
   float epsilon = 0.0f;
-  int64_t grain = 1, chunks = 1;
+  int64_t band = 1, grain = 1, chunks = 1;  // output rows per work item; items per chunk; chunks
   ChannelsLastDepthwiseTileFns tiles;
 };
 
@@ -50,7 +66,7 @@ class ChannelsLastDepthwiseKernel final : public Kernel {
   explicit ChannelsLastDepthwiseKernel(const ChannelsLastDepthwiseSetup& s) : s_(s) {}
 
   size_t scratch_bytes() const override {
-    return static_cast<size_t>(s_.chunks * kChannelsLastTilePixels * s_.g.in_blocks * kNchwcBlock) * sizeof(float);
+    return static_cast<size_t>(s_.chunks * BufferFloats()) * sizeof(float);
   }
 
   void Run(const KernelContext& ctx) const override {
@@ -72,17 +88,19 @@ class ChannelsLastDepthwiseKernel final : public Kernel {
     const AT* x = static_cast<const AT*>(ctx.inputs[0]);
     AT* y = static_cast<AT*>(ctx.outputs[0]);
     const NchwcGeometry& g = s_.g;
-    const int64_t rows = s_.n * g.oh;
-    const int64_t buffer_floats = kChannelsLastTilePixels * g.in_blocks * kNchwcBlock;
+    const int64_t bands = (g.oh + s_.band - 1) / s_.band;
     float* scratch = static_cast<float*>(ctx.scratch);
-    ParallelForChunks(rows, s_.grain, [&](int64_t chunk, int64_t r0, int64_t r1) {
-      float* buffer = scratch + chunk * buffer_floats;
-      for (int64_t r = r0; r < r1; ++r) {
-        if constexpr (std::is_same_v<AT, float>) s_.tiles.row(g, x, p, y, buffer, r / g.oh, r % g.oh, 0, g.ow);
-        else s_.tiles.row_half(g, x, p, y, buffer, r / g.oh, r % g.oh, 0, g.ow);
+    ParallelForChunks(s_.n * bands, s_.grain, [&](int64_t chunk, int64_t i0, int64_t i1) {
+      float* buffer = scratch + chunk * BufferFloats();
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t n = i / bands, oy0 = i % bands * s_.band, oy1 = std::min(g.oh, oy0 + s_.band);
+        if constexpr (std::is_same_v<AT, float>) s_.tiles.row(g, x, p, y, buffer, n, oy0, oy1);
+        else s_.tiles.row_half(g, x, p, y, buffer, n, oy0, oy1);
       }
     });
   }
+
+  int64_t BufferFloats() const { return s_.band * s_.g.ow * s_.g.in_blocks * kNchwcBlock; }
 
   const ChannelsLastDepthwiseSetup s_;
 };
@@ -123,9 +141,10 @@ std::unique_ptr<Kernel> PrepareChannelsLastDepthwise(const KernelSpec& spec) {
     throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": epsilon " + std::to_string(s.epsilon) + " is negative");
   CheckOutputShape(spec, 0, {s.n, g.oh, g.ow, c});
   s.half = spec.inputs[0].dtype == DType::kFloat16;
-  const int64_t row_macs = g.ow * c * g.kh * g.kw;
-  s.grain = ItemsPerChunk(row_macs, kChunkMacs);
-  s.chunks = std::max<int64_t>(1, ThreadPool::Global().NumChunks(s.n * g.oh, s.grain));
+  s.band = BandRows(s.n, g.oh, g.ow, ThreadPool::Global().num_threads());
+  const int64_t band_macs = s.band * g.ow * c * g.kh * g.kw;
+  s.grain = ItemsPerChunk(band_macs, kChunkMacs);
+  s.chunks = std::max<int64_t>(1, ThreadPool::Global().NumChunks(s.n * ((g.oh + s.band - 1) / s.band), s.grain));
   s.tiles = ChannelsLastDepthwiseTiles();
   return std::make_unique<ChannelsLastDepthwiseKernel>(s);
 }

@@ -3,13 +3,14 @@
 // depthwise weights of NchwcConv [C/8, KH, KW, 8], bias, and optionally LayerNormalization over
 // C as its epilogue.
 //
-// A row function computes output pixels [ox0, ox1) of one output row, a tile of up to
-// kChannelsLastTilePixels pixels at a time: for each 8-channel block it runs the window tile
-// (the row's KW weight vectors in registers, each input vector of the tile's span loaded once
-// and added into every pixel whose window covers it, as the blocked depthwise tiles) and
-// writes the block's sums into a float32 buffer [pixels, C] in L1. Once the tile's pixels
-// have all C channels, each pixel is finished there: bias only, or mean, variance and
-// normalize · gamma + beta, so the convolution's output never crosses memory un-normalized.
+// A work item is a band of output rows of one image. For each 8-channel block in turn it runs
+// the band's rows, a tile of up to kChannelsLastTilePixels pixels at a time: the window tile (the
+// row's KW weight vectors in registers, each input vector of the tile's span loaded once and
+// added into every pixel whose window covers it, as the blocked depthwise tiles), so the
+// block's window rows stay in L1 from one output row to the next; the sums go to a float32
+// buffer [rows, OW, C]. Once every block is done, each pixel is finished there: bias only, or
+// mean, variance and normalize · gamma + beta, so the convolution's output never crosses memory
+// un-normalized.
 // Activations are float or float16 bits (widened in registers as they are loaded; Y rounded
 // once to nearest even as it is stored); weights, bias, gamma and beta are float32.
 //
@@ -28,6 +29,8 @@ namespace kernels {
 // Output pixels per tile: 7 divides the 56/28/14/7-wide planes of ConvNeXt; the tile's
 // accumulators, KW weights and one input vector fit AVX2's 16 registers at KW = 7.
 constexpr int64_t kChannelsLastTilePixels = 7;
+// Output rows per work item at most (the kernel picks a band that shares out evenly).
+constexpr int64_t kChannelsLastBandRows = 8;
 
 // What a row function reads besides X: the weights [C/8, KH, KW, 8], and per channel [C] the
 // bias (or null), LayerNormalization's gamma and beta (null without the normalization; beta
@@ -41,11 +44,11 @@ struct ChannelsLastDepthwiseParams {
   float epsilon = 0.0f;
 };
 
-// Output row oy of image n, columns [ox0, ox1). g: the window as NchwcConv's (in_blocks = C/8,
-// h, w, oh, ow, kh ... pad_left); buffer: kChannelsLastTilePixels · C floats of the caller's.
+// Output rows [oy0, oy1) of image n. g: the window as NchwcConv's (in_blocks = C/8, h, w, oh,
+// ow, kh ... pad_left); buffer: (oy1 − oy0) · OW · C floats of the caller's.
 template <typename AT>
 using ChannelsLastDepthwiseRowFn = void (*)(const NchwcGeometry& g, const AT* x, const ChannelsLastDepthwiseParams& p,
-                                            AT* y, float* buffer, int64_t n, int64_t oy, int64_t ox0, int64_t ox1);
+                                            AT* y, float* buffer, int64_t n, int64_t oy0, int64_t oy1);
 
 struct ChannelsLastDepthwiseTileFns {
   ChannelsLastDepthwiseRowFn<float> row;

@@ -21,8 +21,8 @@ namespace {
 
 }  // namespace
 
-const ChannelsLastDepthwiseTileFns kChannelsLastDepthwiseAvx2Tiles = {ChannelsLastDepthwiseRow<float>,
-                                                                      ChannelsLastDepthwiseRow<uint16_t>};
+const ChannelsLastDepthwiseTileFns kChannelsLastDepthwiseAvx2Tiles = {ChannelsLastDepthwiseRows<float>,
+                                                                      ChannelsLastDepthwiseRows<uint16_t>};
 
 }  // namespace kernels
 }  // namespace tfpopef

@@ -22,8 +22,8 @@ namespace {
 
 }  // namespace
 
-const ChannelsLastDepthwiseTileFns kChannelsLastDepthwiseAvx512Tiles = {ChannelsLastDepthwiseRow<float>,
-                                                                      ChannelsLastDepthwiseRow<uint16_t>};
+const ChannelsLastDepthwiseTileFns kChannelsLastDepthwiseAvx512Tiles = {ChannelsLastDepthwiseRows<float>,
+                                                                      ChannelsLastDepthwiseRows<uint16_t>};
 
 }  // namespace kernels
 }  // namespace tfpopef

@@ -40,8 +40,8 @@ inline V VFma(V a, V b, V c) { return a * b + c; }
 
 }  // namespace
 
-const ChannelsLastDepthwiseTileFns kChannelsLastDepthwisePortableTiles = {ChannelsLastDepthwiseRow<float>,
-                                                                          ChannelsLastDepthwiseRow<uint16_t>};
+const ChannelsLastDepthwiseTileFns kChannelsLastDepthwisePortableTiles = {ChannelsLastDepthwiseRows<float>,
+                                                                          ChannelsLastDepthwiseRows<uint16_t>};
 
 const ChannelsLastDepthwiseTileFns& ChannelsLastDepthwiseTiles() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
