@@ -165,7 +165,8 @@ KERNEL_TEST(ChannelsLastDepthwise_BadSpecs_RaiseNamedErrors) {
     t.AddOutput(F32, y, std::vector<double>(static_cast<size_t>(NumElements(y))));
     return t;
   };
-  step({1, 4, 4, 12}, {1, 3, 3, 8}, {}, 0, 0, {1, 4, 4, 12}).ExpectError(kInvalid, "expected channels last [N, H, W, C]");
+  step({1, 4, 4, 12}, {1, 3, 3, 8}, {}, 0, 0, {1, 4, 4, 12})
+      .ExpectError(kInvalid, "expected channels last [N, H, W, C]");
   step({1, 4, 4, 16, 1}, {2, 3, 3, 8}, {}, 0, 0, {1, 4, 4, 16}).ExpectError(kInvalid, "input X has shape");
   step({1, 4, 4, 16}, {1, 3, 3, 8}, {}, 0, 0, {1, 4, 4, 16}).ExpectError(kInvalid, "depthwise weights W");
   step({1, 4, 4, 16}, {2, 3, 3, 8}, {{8}}, 1, 0, {1, 4, 4, 16}).ExpectError(kInvalid, "bias B");

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from e2e_helpers import assert_matches_fp32_reference, check_every_case_in_new_process, run_onnxruntime, run_with_profile
+from e2e_helpers import (assert_matches_fp32_reference, check_every_case_in_new_process, run_onnxruntime,
+                         run_with_profile)
 
 F = TensorProto.FLOAT
 TO_NCHW, TO_NHWC = [0, 3, 1, 2], [0, 2, 3, 1]
@@ -60,7 +61,8 @@ def convnext_blocks(batch, height, width, channels, blocks, dw_bias, seed=0):
         h = node("Mul", [h, const(f"gamma{i}", rng.uniform(0.5, 1.5, channels))], f"scaled{i}")
         r = node("Add", [r, h], f"res{i}")
     node("ReduceMean", [r], "Y", axes=[1, 2], keepdims=0)
-    graph = helper.make_graph(nodes, "convnext_blocks", [helper.make_tensor_value_info("X", F, [batch, height, width, 3])],
+    graph = helper.make_graph(nodes, "convnext_blocks",
+                              [helper.make_tensor_value_info("X", F, [batch, height, width, 3])],
                               [helper.make_tensor_value_info("Y", F, [batch, channels])], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 

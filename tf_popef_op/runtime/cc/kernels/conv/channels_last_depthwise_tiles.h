@@ -3,14 +3,16 @@
 // depthwise weights of NchwcConv [C/8, KH, KW, 8], bias, and optionally LayerNormalization over
 // C as its epilogue.
 //
-// A work item is a band of output rows of one image. For each 8-channel block in turn it runs
-// the band's rows, a tile of up to kChannelsLastTilePixels pixels at a time: the window tile (the
+// A work item is a band of output rows of one image (one row, or several on wide planes with
+// several images: channels_last_depthwise.cc). For each 8-channel block in turn it runs the
+// band's rows, a tile of up to kChannelsLastTilePixels pixels at a time: the window tile (the
 // row's KW weight vectors in registers, each input vector of the tile's span loaded once and
 // added into every pixel whose window covers it, as the blocked depthwise tiles), so the
-// block's window rows stay in L1 from one output row to the next; the sums go to a float32
-// buffer [rows, OW, C]. Once every block is done, each pixel is finished there: bias only, or
-// mean, variance and normalize · gamma + beta, so the convolution's output never crosses memory
-// un-normalized.
+// block's window rows stay in L1 from one output row of the band to the next; the sums go to a
+// float32 buffer [rows, OW, C]. Once every block is done, each pixel is finished there: bias
+// only, or mean, variance and normalize · gamma + beta, so the convolution's output never
+// crosses memory un-normalized.
+//
 // Activations are float or float16 bits (widened in registers as they are loaded; Y rounded
 // once to nearest even as it is stored); weights, bias, gamma and beta are float32.
 //
