@@ -17,24 +17,7 @@ namespace tfpopef {
 namespace kernels {
 namespace {
 
-typedef float V __attribute__((vector_size(32)));
-inline V VZero() { return V{}; }
-inline V VSet(float v) { return V{} + v; }
-inline V VLoad(const float* p) {
-  V v;
-  __builtin_memcpy(&v, p, sizeof(v));  // unaligned
-  return v;
-}
-inline V VLoad(const uint16_t* p) {
-  V v;
-  for (int i = 0; i < 8; ++i) v[i] = HalfToFloat(p[i]);
-  return v;
-}
-inline void VStore(float* p, V v) { __builtin_memcpy(p, &v, sizeof(v)); }
-inline void VStore(uint16_t* p, V v) {  // rounded to nearest even
-  for (int i = 0; i < 8; ++i) p[i] = FloatToHalf(v[i]);
-}
-inline V VFma(V a, V b, V c) { return a * b + c; }
+#include "tf_popef_op/runtime/cc/kernels/support/vector8_portable.inc"
 
 #include "tf_popef_op/runtime/cc/kernels/conv/channels_last_depthwise_tiles.inc"
 
