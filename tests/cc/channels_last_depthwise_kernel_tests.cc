@@ -1,4 +1,4 @@
-// ChannelsLastDepthwiseConv (kernels/conv/channels_last_depthwise.cc) against a naive
+// ChannelsLastDepthwiseConv (kernels/nchwc/channels_last_depthwise.cc) against a naive
 // double-precision loop on every SIMD path: the window tiles (3, 5 and 7 wide, stride 1 and 2,
 // rows narrower and wider than a tile, one row or a band of rows per work item), the generic
 // loop (other widths, dilations), with and

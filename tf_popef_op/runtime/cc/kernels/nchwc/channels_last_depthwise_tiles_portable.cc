@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "tf_popef_op/runtime/cc/base/half.h"
-#include "tf_popef_op/runtime/cc/kernels/conv/channels_last_depthwise_tiles.h"
+#include "tf_popef_op/runtime/cc/kernels/nchwc/channels_last_depthwise_tiles.h"
 #include "tf_popef_op/runtime/cc/kernels/support/vector_math.h"
 
 // The vector type is internal to this file, so the ABI note about passing it without AVX does
@@ -19,7 +19,7 @@ namespace {
 
 #include "tf_popef_op/runtime/cc/kernels/support/vector8_portable.inc"
 
-#include "tf_popef_op/runtime/cc/kernels/conv/channels_last_depthwise_tiles.inc"
+#include "tf_popef_op/runtime/cc/kernels/nchwc/channels_last_depthwise_tiles.inc"
 
 }  // namespace
 

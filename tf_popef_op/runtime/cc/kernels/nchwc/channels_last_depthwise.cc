@@ -23,7 +23,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "tf_popef_op/runtime/cc/kernels/conv/channels_last_depthwise_tiles.h"
+#include "tf_popef_op/runtime/cc/kernels/nchwc/channels_last_depthwise_tiles.h"
 #include "tf_popef_op/runtime/cc/kernels/kernel_checks.h"
 #include "tf_popef_op/runtime/cc/kernels/nchwc/nchwc_checks.h"
 #include "tf_popef_op/runtime/cc/kernels/support/fp16_adapter.h"

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "tf_popef_op/runtime/cc/kernels/conv/channels_last_depthwise_tiles.h"
+#include "tf_popef_op/runtime/cc/kernels/nchwc/channels_last_depthwise_tiles.h"
 #include "tf_popef_op/runtime/cc/kernels/support/target_pragma.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -17,7 +17,7 @@ namespace tfpopef {
 namespace kernels {
 namespace {
 
-#include "tf_popef_op/runtime/cc/kernels/conv/channels_last_depthwise_m256.inc"
+#include "tf_popef_op/runtime/cc/kernels/nchwc/channels_last_depthwise_m256.inc"
 
 }  // namespace
 
