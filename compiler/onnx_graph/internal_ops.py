@@ -45,6 +45,15 @@ being [N, C/8, H, W, 8]:
   NchwcAveragePool(X)            kernel_shape strides dilations pads, ceil_mode (as NchwcMaxPool),
                                  count_include_pad (as AveragePool); X and Y blocked
 
+A depthwise convolution on channels-last activations (written by fuse_channels_last_depthwise
+for ConvNeXt's blocks, whose residual stream is channels last), float32 or float16:
+
+  ChannelsLastDepthwiseConv(X, W, [B], [Scale], [LnBias])  kernel_shape strides dilations pads,
+                                 layer_norm (1: Y is LayerNormalization over C of the
+                                 convolution, with Scale, LnBias and epsilon), epsilon; X [N, H,
+                                 W, C] (C % 8 == 0), W NchwcConv's depthwise [C/8, KH, KW, 8], B,
+                                 Scale, LnBias [C] -> Y [N, OH, OW, C]
+
 FusedAttention (written by fuse_attention), float32 or float16:
 
   FusedAttention(Q, K, V)        num_heads H, scale (default 1): per batch and head,
@@ -244,6 +253,31 @@ def _infer_nchwc_inverted_residual(ctx) -> None:
     _set_output(ctx, shape)
 
 
+def channels_last_depthwise_output_shape(x: Sequence[int], w: Sequence[int], attr) -> tuple:
+    """Y's shape [N, OH, OW, C] of a ChannelsLastDepthwiseConv (`attr(name, default)` reads its
+    attributes); raises ValueError when X, W and the attributes do not fit."""
+    if len(x) != 4 or x[3] % nchwc.BLOCK != 0 or len(w) != 4 or w[0] * nchwc.BLOCK != x[3] or w[3] != nchwc.BLOCK:
+        raise ValueError(f"X {list(x)} and W {list(w)} must be [N, H, W, C] (C % {nchwc.BLOCK} == 0) and "
+                         f"[C/{nchwc.BLOCK}, KH, KW, {nchwc.BLOCK}]")
+    kernel = list(w[1:3])
+    window = resolve_window(x[1:3], attr("kernel_shape", kernel), attr)
+    if list(window["kernel_shape"]) != kernel:
+        raise ValueError(f"kernel_shape {window['kernel_shape']} differs from the weights' window {kernel}")
+    dims = nchwc.conv_output_dims(x[1:3], kernel, window["strides"], window["dilations"], window["pads"])
+    if min(dims) < 1:
+        raise ValueError(f"the window {kernel} leaves an empty output {list(dims)}")
+    return (x[0],) + tuple(dims) + (x[3],)
+
+
+def _infer_channels_last_depthwise(ctx) -> None:
+    x, w = _static_shape(ctx, 0), _static_shape(ctx, 1)
+    try:
+        shape = None if x is None or w is None else channels_last_depthwise_output_shape(x, w, _attr_reader(ctx))
+    except ValueError:
+        shape = None
+    _set_output(ctx, shape)
+
+
 _POOL_ATTRS = ("kernel_shape", "strides", "dilations", "pads", "ceil_mode")
 
 
@@ -326,6 +360,15 @@ def _nchwc_schemas() -> List[defs.OpSchema]:
                        for suffix, kind, what in (("activation", string, "activation"),
                                                   ("activation_params", floats, "activation parameters"))],
                       _infer_nchwc_inverted_residual),
+        _nchwc_schema("ChannelsLastDepthwiseConv",
+                      "depthwise conv(X, W) + B on channels-last X [N, H, W, C], then optionally "
+                      "LayerNormalization over C",
+                      [x, ("W", "blocked depthwise weights [C/8, KH, KW, 8]", False), ("B", "[C]", True),
+                       ("Scale", "[C]: LayerNormalization's scale", True),
+                       ("LnBias", "[C]: LayerNormalization's bias", True)],
+                      window + [("layer_norm", defs.OpSchema.AttrType.INT, "1: normalize over C"),
+                                ("epsilon", defs.OpSchema.AttrType.FLOAT, "LayerNormalization's epsilon")],
+                      _infer_channels_last_depthwise),
         _nchwc_schema("NchwcMaxPool", "MaxPool on a blocked tensor", [x],
                       window + [("ceil_mode", defs.OpSchema.AttrType.INT, "only for Y's shape"),
                                 ("zero_pads", defs.OpSchema.AttrType.INT, "1: the pads are zeros (a folded Pad)")],

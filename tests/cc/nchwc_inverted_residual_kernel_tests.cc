@@ -4,7 +4,8 @@
 // the fused kernel sums each pixel's products in the same order, and rounds float16 E and D as
 // those steps store them). Bands of 1, 2, 3 rows and by the L2 budget, strides 1 and 2, odd
 // planes, one-sided pads, unpaired channel blocks, two passes over the input channels, batch > 1
-// (whole images per work item) and batch 1 (images cut into runs of rows per thread). The same
+// (whole images per work item) and batch 1 (images cut into runs of rows per thread, or on small
+// planes run in two phases: runs of expanded channels, then of the project's outputs). The same
 // without the project stage (5 inputs, Y = D: EfficientNet's MBConv before its squeeze-and-excite)
 // with swish on both stages, against the two NchwcConv steps it replaces.
 #include <algorithm>
@@ -209,6 +210,15 @@ std::vector<BlockCase> Cases() {
       {2, 8, 16, 8, 1, 1, 3, 1, 1, 1, 1, 1, true, 0, "Relu", "", "Clip"},
       {1, 8, 32, 16, 11, 12, 5, 1, 2, 2, 2, 2, false, 2, "Relu", "Relu", "Relu"},
       {1, 8, 32, 16, 11, 12, 5, 2, 2, 2, 2, 2, false, 3},
+      // batch 1 on planes where a cut into rows would expand a fifth of them twice: two phases,
+      // the project split by output groups (32: 2 pairs), by pixels (16: one pair; 24: 3 blocks),
+      // residual, a 5x5 window, stride 2, a float32 project in two passes (576 channels)
+      {1, 16, 96, 32, 7, 7, 3, 1, 1, 1, 1, 1, false, 0},
+      {1, 16, 96, 16, 7, 7, 3, 1, 1, 1, 1, 1, true, 0},
+      {1, 24, 48, 24, 7, 7, 3, 1, 1, 1, 1, 1, true, 0},
+      {1, 16, 64, 32, 6, 5, 5, 1, 2, 2, 2, 2, false, 0, "Relu", "Relu", "Relu"},
+      {1, 16, 64, 32, 6, 7, 5, 2, 2, 2, 2, 2, false, 0},
+      {1, 16, 576, 16, 5, 6, 3, 1, 1, 1, 1, 1, true, 0},
   };
   // Without the project stage, swish on both stages (EfficientNet's MBConv up to its
   // squeeze-and-excite): 3x3 and 5x5, strides 1 and 2, TF's SAME pads, bands of 1, 2 and by the

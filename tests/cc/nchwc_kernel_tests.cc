@@ -17,6 +17,7 @@
 #include "tests/cc/kernel_tester.h"
 #include "tests/cc/reference_ops.h"
 #include "tests/cc/simd_paths.h"
+#include "tf_popef_op/runtime/cc/kernels/support/vector_math.h"
 
 namespace tfpopef {
 namespace test {
@@ -349,6 +350,42 @@ KERNEL_TEST(NchwcConv_ChannelsLast_BitIdenticalToPlainInput) {
             CurrentFailures()[i] = Describe(k, e, dtype) + " vs plain input: " + CurrentFailures()[i];
         }
     }
+  });
+}
+
+// The sigmoid and swish the tiles apply in registers (8-float tiles, and on AVX-512 the 16-float
+// paired tiles) are vector_math's, bit for bit: the step with the activation against the same
+// step without it, finished by vmath::Sigmoid on the same path (swish: x·σ(alpha·x), each
+// product rounded), for every geometry (tile widths, paired weights, the plain-input stem,
+// depthwise, passes over the channels).
+KERNEL_TEST(NchwcConv_SigmoidFamilyInRegisters_BitIdenticalToVectorMath) {
+  uint32_t seed = 18500;
+  ForEachSimdPath([&] {
+    for (const ConvCase& k : Geometries())
+      for (const Epi& e : {Epi{"Sigmoid", {}, true, false}, Epi{"Swish", {1.0}, true, true},
+                           Epi{"Swish", {1.702}, true, false}}) {
+        seed += 2;
+        const std::vector<int64_t> y_shape = {k.n, k.m / B, k.oh(), k.ow(), B};
+        const std::vector<double> zeros(static_cast<size_t>(NumElements(y_shape)));
+        std::vector<double> naive;
+        const std::vector<double> plain = ConvTester(k, Epi{"", {}, e.bias, e.sum}, seed, F32, F32, &naive)
+                                              .AddOutput(F32, y_shape, zeros)
+                                              .RunAndGetOutput(0);
+        const std::vector<double> got =
+            ConvTester(k, e, seed, F32, F32, &naive).AddOutput(F32, y_shape, zeros).RunAndGetOutput(0);
+        const float alpha = e.params.empty() ? 1.0f : static_cast<float>(e.params[0]);
+        std::vector<float> v(plain.begin(), plain.end()), t(v.size()), sig(v.size());
+        for (size_t i = 0; i < v.size(); ++i) t[i] = e.params.empty() ? v[i] : alpha * v[i];
+        kernels::vmath::Sigmoid(t.data(), sig.data(), static_cast<int64_t>(t.size()));
+        size_t differ = 0;
+        for (size_t i = 0; i < v.size(); ++i) {
+          const float want = e.params.empty() ? sig[i] : v[i] * sig[i];
+          differ += static_cast<float>(got[i]) != want;
+        }
+        if (differ != 0)
+          Fail(Describe(k, e, F32) + ": " + std::to_string(differ) + " of " + std::to_string(v.size()) +
+               " outputs differ from vector_math's");
+      }
   });
 }
 

@@ -114,6 +114,31 @@ KERNEL_TEST(VectorMath_Accuracy_BothPaths) {
   });
 }
 
+// The AVX-512 path's Sigmoid and Swish (16 lanes, vscalefps) compute the AVX2 path's bits, on
+// the whole float range and for every tail length.
+KERNEL_TEST(VectorMath_SigmoidSwish_Avx512BitIdenticalToAvx2) {
+  if (!vm::CpuHasAvx512()) return;
+  const std::vector<float> x = WideInputs();
+  const vm::SimdPath before = vm::ActivePath();
+  for (auto fn : {vm::Sigmoid, vm::Swish}) {
+    std::vector<float> avx2(x.size()), avx512(x.size());
+    for (int64_t n : {static_cast<int64_t>(x.size()), int64_t{1}, int64_t{15}, int64_t{17}, int64_t{31}}) {
+      vm::SetPathForTesting(vm::SimdPath::kAvx2);
+      fn(x.data(), avx2.data(), n);
+      vm::SetPathForTesting(vm::SimdPath::kAvx512);
+      fn(x.data(), avx512.data(), n);
+      for (int64_t i = 0; i < n; ++i)
+        if (std::memcmp(&avx2[i], &avx512[i], sizeof(float)) != 0 && !(std::isnan(avx2[i]) && std::isnan(avx512[i]))) {
+          Fail((fn == vm::Sigmoid ? std::string("Sigmoid") : std::string("Swish")) + " at x = " +
+               std::to_string(x[i]) + " (n = " + std::to_string(n) + "): avx2 " + std::to_string(avx2[i]) +
+               ", avx512 " + std::to_string(avx512[i]));
+          break;
+        }
+    }
+  }
+  vm::SetPathForTesting(before);
+}
+
 // Gelu on every 2^-13 of [-16, 16]: the negative side down to where x·Φ(x) rounds to 0,
 // the denormal results around x = -14, and the crossovers of the polynomial's argument.
 KERNEL_TEST(VectorMath_GeluDenseSweep_BothPaths) {
@@ -552,16 +577,19 @@ KERNEL_TEST(Normalization_And_Reduce_LargeTensors_VsReference) {
 }
 
 // Row lengths around the 16- and 8-float steps (tails of every size), ConvNeXt's and BERT's
-// widths, and rows whose mean is large against their spread (the split float mean must keep
-// the deviations), fp32 and fp16, on every SIMD path.
+// widths, rows whose mean is large against their spread (the split float mean must keep the
+// deviations), and rows whose first element is an outlier 10^4 times the rest's spread (the
+// float32 sums are centred on it first), fp32 and fp16, on every SIMD path.
 KERNEL_TEST(LayerNorm_Rows_BothPaths_VsReference) {
   ForEachSimdPath([&] {
     for (int64_t inner : {1, 7, 15, 17, 96, 256, 769}) {
-      for (const double offset : {0.0, 1000.0}) {
+      for (const double offset : {0.0, 1000.0, -1.0}) {
         const int64_t outer = 37;
         const double spread = offset > 0 ? 0.01 : 3.0;
         auto x = AsFloat32(RandomValues(outer * inner, -spread, spread, 600 + inner));
-        for (double& v : x) v = static_cast<double>(static_cast<float>(v + offset));
+        for (double& v : x) v = static_cast<double>(static_cast<float>(v + std::max(offset, 0.0)));
+        if (offset < 0)
+          for (int64_t o = 0; o < outer; ++o) x[o * inner] = 3e4 * (o % 2 ? 1 : -1);
         const auto scale = AsFloat32(RandomValues(inner, 0.5, 1.5, 700 + inner));
         const auto bias = AsFloat32(RandomValues(inner, -1, 1, 800 + inner));
         std::vector<double> want(x.size());

@@ -6,7 +6,7 @@ numerically against onnxruntime on the original one:
     ReferenceEvaluator(model, new_ops=INTERNAL_OPS).run(None, feeds)
 
 ToNchwc, FromNchwc, NchwcConv (the four variants), NchwcWinogradConv, NchwcInvertedResidual, NchwcMaxPool,
-NchwcAveragePool, FusedConv and FusedElementwise.
+NchwcAveragePool, ChannelsLastDepthwiseConv, FusedConv and FusedElementwise.
 Everything computes in float64; the blocked ops return their input's type (float32 or float16, rounded
 once as the kernels do), the others float32."""
 import math
@@ -199,6 +199,29 @@ class NchwcConv(OpRun):
         return (_conv_epilogue(y, x.dtype, b, s, activation, activation_params),)
 
 
+class ChannelsLastDepthwiseConv(OpRun):
+    """Depthwise conv of X [N, H, W, C] with NchwcConv's depthwise W [C/8, KH, KW, 8], + B, then
+    (layer_norm = 1) LayerNormalization over C with Scale, LnBias and epsilon; Y [N, OH, OW, C]."""
+    op_domain = DOMAIN
+
+    def _run(self, x, w, b=None, scale=None, ln_bias=None, kernel_shape=None, strides=None, dilations=None,
+             pads=None, layer_norm=None, epsilon=None):
+        w_onnx = onnx_weights(w, 5, x.shape[3])
+        if kernel_shape is not None:
+            assert list(kernel_shape) == list(w_onnx.shape[2:]), (kernel_shape, w_onnx.shape)
+        strides, dilations, pads = _window(strides, dilations, pads)
+        y = conv2d(x.transpose(0, 3, 1, 2), w_onnx, strides, dilations, pads, x.shape[3]).transpose(0, 2, 3, 1)
+        if b is not None:
+            y = y + b.astype(np.float64)
+        if layer_norm:
+            mean = y.mean(axis=-1, keepdims=True)
+            var = ((y - mean) ** 2).mean(axis=-1, keepdims=True)
+            y = (y - mean) / np.sqrt(var + (1e-5 if epsilon is None else float(epsilon))) * scale.astype(np.float64)
+            if ln_bias is not None:
+                y = y + ln_bias.astype(np.float64)
+        return (np.ascontiguousarray(y).astype(x.dtype),)
+
+
 # B^T and A^T of Winograd's F(2x2,3x3) and F(4x4,3x3) by output tile side, from the interpolation
 # points of docs/popef.md (0, ±1 and 0, -1, 1, 1/2, -2, each with ∞).
 _WINOGRAD_BT = {
@@ -340,7 +363,7 @@ class FusedElementwise(OpRun):
 
 
 INTERNAL_OPS = [ToNchwc, FromNchwc, NchwcConv, NchwcWinogradConv, NchwcInvertedResidual, NchwcMaxPool,
-                NchwcAveragePool, FusedConv, FusedElementwise]
+                NchwcAveragePool, ChannelsLastDepthwiseConv, FusedConv, FusedElementwise]
 
 
 def run_internal(model, feeds):

@@ -1,8 +1,8 @@
 """NchwcInvertedResidual end to end against onnxruntime: small MobileNetV2-like stacks of
 inverted-residual blocks (expand 1x1 + Relu6, depthwise 3x3 + Relu6 at stride 1 or 2 with
 symmetric or TF-style bottom/right pads, project 1x1, the residual Add where the shapes allow),
-batch 1 (each image cut into row runs per thread, several bands each), 2 and 3 (whole images),
-planes of 56, odd sizes and 7. Compiled with every block fused (CompilerOptions
+batch 1 (each image cut into row runs per thread, several bands each; on the 7x7 plane in two
+phases), 2 and 3 (whole images), planes of 56, odd sizes and 7. Compiled with every block fused (CompilerOptions
 inverted_residual="all"): float32 within 1e-4 of onnxruntime, float16 (Converter precision
 fp16) within the float16 tolerance, on the default SIMD path and in a process on the portable
 path with a 3-thread pool (other row runs)."""
@@ -22,6 +22,8 @@ CASES = {
     "odd_planes_batch_2": ((2, 16, 15, 13), [(6, 16, 1, [1, 1, 1, 1]), (4, 24, 2, [0, 0, 1, 1]),
                                               (6, 24, 1, [1, 1, 1, 1])]),
     "plane_7_batch_3": ((3, 32, 7, 7), [(6, 32, 1, [1, 1, 1, 1]), (6, 48, 1, [1, 1, 1, 1])]),
+    # two phases (expanded-channel runs, then the project by output groups or by pixels)
+    "plane_7_batch_1": ((1, 32, 7, 7), [(6, 32, 1, [1, 1, 1, 1]), (6, 48, 1, [1, 1, 1, 1])]),
 }
 
 

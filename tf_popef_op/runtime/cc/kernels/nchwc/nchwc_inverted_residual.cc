@@ -22,6 +22,15 @@
 // rows of another. (E's buffer keeps a plane slot for every expanded block; an item touches its
 // run's slots only, which the L2 budget counts.)
 //
+// Where cutting fewer images than threads into runs of rows would expand more than a fifth of the
+// plane's rows twice (7x7 planes: 9 rows for 7 on two threads), a block runs in two phases
+// instead: runs of expanded channels write D whole into scratch (small at such planes), then runs
+// of the project's output groups (or of pixels, where the groups do not divide among the
+// threads) project it into Y. No item expands another's halo rows, and each reads only its part
+// of We, Wd and Wp (at 7x7 160->960->160: 1.2 MB of weights for a 31 KB Y). Larger planes keep
+// the rows: their runs barely overlap, and a whole D would cross between the cores
+// (docs/benchmarks.md, "Batch 1 against OpenVINO, block by block").
+//
 // The three stages call the NchwcConv tile rows (nchwc_tiles.h) on geometries that describe the
 // band buffers. A 1x1 stage runs as NchwcConv runs it, on its rows as one long row of pixels;
 // where its source or destination rows are a band of a larger plane (X's, Y's), the geometry
@@ -69,11 +78,19 @@ struct InvertedResidualParams {
   int64_t chunks_per_image = 1, chunk_rows = 0, band_rows = 0;
   int64_t runs_per_image = 1, run_blocks = 0;
   int64_t buffer_rows = 0;  // rows of E's planes (a band's window rows; a whole image's when it is one band)
+  // Two phases (a project stage and fewer images than threads, small planes): items of the first
+  // are runs of expanded channels that write D whole into scratch (at d_full_offset, one image's
+  // D per image); the second projects D into Y, its items runs of `project_run` output blocks, or
+  // of `project_run` pixels when `project_by_pixels`.
+  bool two_phase = false, project_by_pixels = false;
+  int64_t project_items = 0, project_run = 0;
+  NchwcGeometry project_full;  // D -> Y on whole planes (two phases)
+  size_t d_full_offset = 0;
   // Tile-row geometries: expand (X's band -> E) and project (D -> Y's band) as one long row of
   // pixels each; depthwise on E's band (pad_top set per band).
   NchwcGeometry expand, depthwise, project;
   NchwcEpilogue expand_epilogue, depthwise_epilogue, project_epilogue;
-  size_t d_offset = 0, slice_bytes = 0;
+  size_t d_offset = 0, slice_bytes = 0, scratch_bytes = 0;
   int64_t slices = 0;
   NchwcTileFns tiles;
 };
@@ -82,7 +99,7 @@ class NchwcInvertedResidualKernel final : public Kernel {
  public:
   explicit NchwcInvertedResidualKernel(const InvertedResidualParams& p) : p_(p) {}
 
-  size_t scratch_bytes() const override { return static_cast<size_t>(p_.slices) * p_.slice_bytes; }
+  size_t scratch_bytes() const override { return p_.scratch_bytes; }
 
   void Run(const KernelContext& ctx) const override {
     if (p_.half) RunOn<uint16_t>(ctx);
@@ -116,6 +133,7 @@ class NchwcInvertedResidualKernel final : public Kernel {
     const int64_t per_image = p_.chunks_per_image * p_.runs_per_image;
     const int64_t items = p_.n * per_image;
     if (items == 0) return;
+    AT* d_full = reinterpret_cast<AT*>(static_cast<char*>(ctx.scratch) + p_.d_full_offset);
     ParallelForChunks(items, 1, [&](int64_t slice, int64_t i0, int64_t i1) {
       char* base = static_cast<char*>(ctx.scratch) + slice * p_.slice_bytes;
       AT* e_buf = reinterpret_cast<AT*>(base);
@@ -125,18 +143,43 @@ class NchwcInvertedResidualKernel final : public Kernel {
         const int64_t run = i % p_.runs_per_image;
         const int64_t oy_begin = chunk * p_.chunk_rows, oy_end = std::min(p_.oh, oy_begin + p_.chunk_rows);
         const int64_t cb0 = run * p_.run_blocks, cb1 = std::min(p_.mid_blocks, cb0 + p_.run_blocks);
-        RunChunk(t, image, oy_begin, oy_end, cb0, cb1, e_buf, d_buf);
+        RunChunk(t, image, oy_begin, oy_end, cb0, cb1, e_buf, d_buf, d_full);
+      }
+    });
+    if (!p_.two_phase) return;
+    const int64_t plane = p_.oh * p_.ow;
+    ParallelForChunks(p_.n * p_.project_items, 1, [&](int64_t, int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t image = i / p_.project_items, item = i % p_.project_items;
+        const AT* x_img = t.x + image * p_.in_blocks * p_.h * p_.w * kNchwcBlock;
+        const AT* d_img = d_full + image * p_.mid_blocks * plane * kNchwcBlock;
+        AT* y_img = t.y + image * p_.out_blocks * plane * kNchwcBlock;
+        NchwcEpilogue e = t.project;
+        e.sum = p_.residual ? x_img : nullptr;  // X has Y's planes (stride 1, Cin == Cout)
+        int64_t ob0 = 0, ob1 = p_.out_blocks, px0 = 0, px1 = plane;
+        if (p_.project_by_pixels) {
+          px0 = item * p_.project_run;
+          px1 = std::min(plane, px0 + p_.project_run);
+        } else {
+          ob0 = item * p_.project_run;
+          ob1 = std::min(p_.out_blocks, ob0 + p_.project_run);
+        }
+        for (int64_t b = ob0; b < ob1; b += kItemBlocks)
+          ConvRow(p_.project_full, d_img, t.wp, e, Partial(y_img), y_img, b, std::min(kItemBlocks, ob1 - b), px0, px1);
       }
     });
   }
 
   // Output rows [oy_begin, oy_end) of one image, band by band, expanded channel blocks [cb0, cb1)
-  // (all of them with a project stage). E's planes are the blocks' own ones in e_buf.
+  // (all of them when the project runs band by band). E's planes are the blocks' own ones in e_buf.
   template <typename AT>
   void RunChunk(const Tensors<AT>& t, int64_t image, int64_t oy_begin, int64_t oy_end, int64_t cb0, int64_t cb1,
-                AT* e_buf, AT* d_buf) const {
+                AT* e_buf, AT* d_buf, AT* d_full) const {
     const AT* x_img = t.x + image * p_.in_blocks * p_.h * p_.w * kNchwcBlock;
     AT* y_img = t.y + image * p_.out_blocks * p_.oh * p_.ow * kNchwcBlock;
+    const bool project_bands = p_.project_stage && !p_.two_phase;
+    // Where D's planes go when no band projects them: Y (no project stage) or D's scratch.
+    AT* d_planes = p_.two_phase ? d_full + image * p_.mid_blocks * p_.oh * p_.ow * kNchwcBlock : y_img;
     const int64_t e_row = p_.w * kNchwcBlock, e_plane = p_.buffer_rows * e_row;
     int64_t have_lo = 0, have_hi = 0;  // input rows in E: [have_lo, have_hi), row have_lo in slot 0
     for (int64_t oy0 = oy_begin; oy0 < oy_end; oy0 += p_.band_rows) {
@@ -161,11 +204,11 @@ class NchwcInvertedResidualKernel final : public Kernel {
       have_hi = hi;
       NchwcGeometry gd = p_.depthwise;
       gd.pad_top = lo - first;  // local row j's window starts at slot j·sh - pad_top
-      // Without a project stage D is Y: its rows go to Y's planes (gd.out_plane) from row oy0.
-      AT* d_rows = p_.project_stage ? d_buf : y_img + oy0 * p_.ow * kNchwcBlock;
+      // Unless the band is projected here, D's rows go to whole planes (gd.out_plane) from row oy0.
+      AT* d_rows = project_bands ? d_buf : d_planes + oy0 * p_.ow * kNchwcBlock;
       for (int64_t cb = cb0; cb < cb1; ++cb)
         for (int64_t j = 0; j < rows; ++j) DepthwiseRow(gd, e_buf, t, d_rows, cb, j);
-      if (p_.project_stage) Project(t, x_img, y_img, oy0, rows, d_buf);
+      if (project_bands) Project(t, x_img, y_img, oy0, rows, d_buf);
     }
   }
 
@@ -276,6 +319,18 @@ void ReadPointwiseWeights(const KernelSpec& spec, const std::string& what, const
   CheckShape(spec, what, w, {w[0], in_blocks, 1, 1, kNchwcBlock, w[5]});
 }
 
+// The input rows that cutting an image's output rows into `cuts` runs expands more than once:
+// each run expands its window's rows, so neighbouring runs both expand the halo between them.
+int64_t RowCutHaloRows(const InvertedResidualParams& p, int64_t cuts) {
+  auto window_rows = [&](int64_t oy0, int64_t oy1) {
+    return std::min(p.h, (oy1 - 1) * p.sh - p.pad_top + p.kh) - std::max<int64_t>(0, oy0 * p.sh - p.pad_top);
+  };
+  const int64_t rows = (p.oh + cuts - 1) / cuts;
+  int64_t expanded = 0;
+  for (int64_t oy = 0; oy < p.oh; oy += rows) expanded += std::max<int64_t>(0, window_rows(oy, std::min(p.oh, oy + rows)));
+  return expanded - window_rows(0, p.oh);
+}
+
 std::unique_ptr<Kernel> PrepareNchwcInvertedResidual(const KernelSpec& spec) {
   InvertedResidualParams p;
   const auto& x = spec.inputs[0].shape;
@@ -340,19 +395,23 @@ std::unique_ptr<Kernel> PrepareNchwcInvertedResidual(const KernelSpec& spec) {
   const int64_t cuts = p.n >= threads ? 1 : (threads + p.n - 1) / std::max<int64_t>(1, p.n);
   const int64_t channel_cuts = p.n % threads == 0 ? 1 : p.n < threads ? cuts : threads;
   const int64_t groups = p.mid_blocks / expand_group;
-  p.runs_per_image = p.project_stage ? 1 : std::clamp<int64_t>(channel_cuts, 1, std::max<int64_t>(1, groups));
+  const int64_t act = p.half ? int64_t{sizeof(uint16_t)} : int64_t{sizeof(float)};
+  const int64_t d_image_bytes = act * p.mid_blocks * kNchwcBlock * p.oh * p.ow;
+  p.two_phase = p.project_stage && cuts > 1 && d_image_bytes <= kBandBytes &&
+                5 * RowCutHaloRows(p, std::clamp<int64_t>(cuts, 1, std::max<int64_t>(1, p.oh))) > p.h;
+  const bool project_bands = p.project_stage && !p.two_phase;
+  p.runs_per_image = project_bands ? 1 : std::clamp<int64_t>(channel_cuts, 1, std::max<int64_t>(1, groups));
   p.run_blocks = (groups + p.runs_per_image - 1) / p.runs_per_image * expand_group;
   p.runs_per_image = std::max<int64_t>(1, (p.mid_blocks + p.run_blocks - 1) / std::max<int64_t>(1, p.run_blocks));
-  p.chunks_per_image = p.project_stage ? std::clamp<int64_t>(cuts, 1, std::max<int64_t>(1, p.oh)) : 1;
+  p.chunks_per_image = project_bands ? std::clamp<int64_t>(cuts, 1, std::max<int64_t>(1, p.oh)) : 1;
   p.chunk_rows = (p.oh + p.chunks_per_image - 1) / p.chunks_per_image;
   p.chunks_per_image = std::max<int64_t>(1, (p.oh + p.chunk_rows - 1) / std::max<int64_t>(1, p.chunk_rows));
   // Bands: as many output rows as keep an item's buffers (its runs' planes) within kBandBytes,
   // near-equal in a chunk.
-  const int64_t act = p.half ? int64_t{sizeof(uint16_t)} : int64_t{sizeof(float)};
   const int64_t mid = p.mid_blocks * kNchwcBlock;
   const int64_t run = p.run_blocks * kNchwcBlock;
   auto band_bytes = [&](int64_t b) {
-    return act * run * (((b - 1) * p.sh + p.kh) * p.w + (p.project_stage ? b * p.ow : 0));
+    return act * run * (((b - 1) * p.sh + p.kh) * p.w + (project_bands ? b * p.ow : 0));
   };
   int64_t fit = band_rows;
   if (fit == 0)
@@ -368,17 +427,27 @@ std::unique_ptr<Kernel> PrepareNchwcInvertedResidual(const KernelSpec& spec) {
   gd.in_blocks = gd.out_blocks = p.mid_blocks;
   gd.h = p.buffer_rows;
   gd.oh = p.band_rows;
-  if (!p.project_stage) gd.out_plane = p.oh * p.ow * kNchwcBlock;  // the depthwise writes Y's rows
+  if (!project_bands) gd.out_plane = p.oh * p.ow * kNchwcBlock;  // the depthwise writes whole planes
   p.expand = PointwiseGeometry(p.in_blocks, p.mid_blocks, expand_group, p.buffer_rows * p.w,
                                p.h * p.w * kNchwcBlock, 0, p.half);
-  if (p.project_stage)
+  if (project_bands)
     p.project = PointwiseGeometry(p.mid_blocks, p.out_blocks, project_group, p.band_rows * p.ow, 0,
                                   p.oh * p.ow * kNchwcBlock, p.half);
+  if (p.two_phase) {
+    // The project's items: runs of whole weight groups when they divide among an image's cuts
+    // (each item reads its part of Wp only), else runs of pixels.
+    p.project_full = PointwiseGeometry(p.mid_blocks, p.out_blocks, project_group, p.oh * p.ow, 0, 0, p.half);
+    const int64_t out_groups = p.out_blocks / project_group;
+    p.project_by_pixels = out_groups % cuts != 0;
+    p.project_items = cuts;
+    p.project_run = p.project_by_pixels ? (p.oh * p.ow + cuts - 1) / cuts : out_groups / cuts * project_group;
+  }
 
   p.d_offset = AlignUp(static_cast<size_t>(mid * p.buffer_rows * p.w * act));
-  p.slice_bytes =
-      p.d_offset + (p.project_stage ? AlignUp(static_cast<size_t>(mid * p.band_rows * p.ow * act)) : 0);
+  p.slice_bytes = p.d_offset + (project_bands ? AlignUp(static_cast<size_t>(mid * p.band_rows * p.ow * act)) : 0);
   p.slices = std::min<int64_t>(threads, p.n * p.chunks_per_image * p.runs_per_image);
+  p.d_full_offset = static_cast<size_t>(p.slices) * p.slice_bytes;
+  p.scratch_bytes = p.d_full_offset + (p.two_phase ? static_cast<size_t>(p.n * d_image_bytes) : 0);
   p.tiles = NchwcTiles();
   return std::make_unique<NchwcInvertedResidualKernel>(p);
 }

@@ -27,9 +27,11 @@ namespace {
 // Paired weights run the 16-float tiles of nchwc_tiles_zmm.inc.
 constexpr int kConvTileBlocks = 4;
 #define TFPOPEF_NCHWC_PAIR_TILES
+#define TFPOPEF_NCHWC_AVX512_SIGMOID
 
 #include "tf_popef_op/runtime/cc/kernels/nchwc/nchwc_tiles_m256.inc"
 
+#undef TFPOPEF_NCHWC_AVX512_SIGMOID
 #undef TFPOPEF_NCHWC_PAIR_TILES
 
 }  // namespace

@@ -20,28 +20,12 @@ namespace tfpopef {
 namespace kernels {
 namespace {
 
-typedef float V __attribute__((vector_size(32)));
-inline V VZero() { return V{}; }
-inline V VSet(float v) { return V{} + v; }
-inline V VLoad(const float* p) {
-  V v;
-  __builtin_memcpy(&v, p, sizeof(v));  // unaligned
-  return v;
-}
-inline V VLoad(const uint16_t* p) {
-  V v;
-  for (int i = 0; i < 8; ++i) v[i] = HalfToFloat(p[i]);
-  return v;
-}
-inline void VStore(float* p, V v) { __builtin_memcpy(p, &v, sizeof(v)); }
-inline void VStore(uint16_t* p, V v) {  // rounded to nearest even
-  for (int i = 0; i < 8; ++i) p[i] = FloatToHalf(v[i]);
-}
+#include "tf_popef_op/runtime/cc/kernels/support/vector8_portable.inc"
+
 inline V VLoadWeights(const float* p) { return VLoad(p); }
 inline V VLoadWeights(const uint16_t* p) { return VLoad(p); }
 inline V VBroadcast(const float* p) { return V{} + *p; }
 inline V VBroadcast(const uint16_t* p) { return V{} + HalfToFloat(*p); }
-inline V VFma(V a, V b, V c) { return a * b + c; }
 inline V VAdd(V a, V b) { return a + b; }
 inline V VMul(V a, V b) { return a * b; }
 // The scalar sigmoid per lane, as vector_math's portable path.

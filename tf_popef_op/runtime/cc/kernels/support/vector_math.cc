@@ -82,6 +82,8 @@ const PathTable* TableFor(SimdPath path) {
     static const PathTable avx512 = [] {
       PathTable table = kAvx2Table;
       table.gelu = Avx512Gelu;
+      table.sigmoid = Avx512Sigmoid;
+      table.swish = Avx512Swish;
       return table;
     }();
     return &avx512;

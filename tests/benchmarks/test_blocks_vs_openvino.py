@@ -1,0 +1,52 @@
+"""benchmarks/blocks_vs_openvino.py: layers and steps are put into MobileNetV2's blocks by their
+Keras names: a node by its own name, a tf2onnx "Conv__<n>" by its weight's name, a Clip after it
+by its input's producer (not by the shared Relu6 bound every Clip reads), and an OpenVINO layer
+or one of our steps by its name with "/..." suffixes stripped. The timing itself needs OpenVINO
+(a benchmark requirement, not a test one)."""
+import os
+import sys
+
+from onnx import TensorProto, helper, numpy_helper
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                "benchmarks"))
+import blocks_vs_openvino as bvo  # noqa: E402
+
+M = "StatefulPartitionedCall/mobilenetv2_1.00_224_1/"
+
+
+def _model():
+    def w(name, shape):
+        return numpy_helper.from_array(np.zeros(shape, np.float32), name)
+    inits = [w(M + "Conv1_1/convolution/merged_input:0", (8, 3, 3, 3)),
+             w(M + "block_16_expand_relu_1/Relu6_min__318", ()),
+             w(M + "block_3_expand_1/convolution/merged_input:0", (48, 8, 1, 1)),
+             w("const_fold_opt__601", (48, 1, 3, 3))]
+    nodes = [
+        helper.make_node("Conv", ["x", inits[0].name], ["Conv__339:0"], name="Conv__339", strides=[2, 2]),
+        helper.make_node("Clip", ["Conv__339:0", inits[1].name], ["r0"], name=M + "Conv1_relu_1/Relu6"),
+        helper.make_node("Conv", ["r0", inits[2].name], ["Conv__379:0"], name="Conv__379"),
+        # every Clip reads block 16's bound: the Clip goes with its input's producer, not with it
+        helper.make_node("Clip", ["Conv__379:0", inits[1].name], ["r1"], name="Clip__1"),
+        helper.make_node("Conv", ["r1", inits[3].name], ["d"], name=M + "block_3_depthwise_1/depthwise", group=48),
+    ]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("d", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph)
+
+
+def test_nodes_go_to_their_blocks_by_name_weight_or_producer():
+    groups = bvo.groups_of(_model())
+    assert groups["Conv__339"] == "stem"
+    assert groups["Conv__379"] == "block 03"
+    assert groups["Clip__1"] == "block 03"
+    assert groups[M + "block_3_depthwise_1/depthwise"] == "block 03"
+
+
+def test_layer_names_with_suffixes_find_their_block():
+    groups = bvo.groups_of(_model())
+    assert bvo.group_of_name("Conv__379/WithoutBiases", groups) == "block 03"
+    assert bvo.group_of_name(M + "block_12_project_BN_1/FusedBatchNormV3", groups) == "block 12"
+    assert bvo.group_of_name(M + "expanded_conv_project_1/convolution", groups) == "block 00"
+    assert bvo.group_of_name("Conv__999", groups) is None

@@ -1,0 +1,32 @@
+// The AVX2+FMA build of the channels-last depthwise loops (channels_last_depthwise_tiles.inc),
+// compiled for that target whatever the build's -march (target_pragma.h), so it is entered only
+// through ChannelsLastDepthwiseTiles() after the CPU check.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "tf_popef_op/runtime/cc/kernels/nchwc/channels_last_depthwise_tiles.h"
+#include "tf_popef_op/runtime/cc/kernels/support/target_pragma.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+
+TFPOPEF_TARGET_BEGIN("avx2,fma,f16c")
+
+namespace tfpopef {
+namespace kernels {
+namespace {
+
+#include "tf_popef_op/runtime/cc/kernels/nchwc/channels_last_depthwise_m256.inc"
+
+}  // namespace
+
+const ChannelsLastDepthwiseTileFns kChannelsLastDepthwiseAvx2Tiles = {ChannelsLastDepthwiseRows<float>,
+                                                                      ChannelsLastDepthwiseRows<uint16_t>};
+
+}  // namespace kernels
+}  // namespace tfpopef
+
+TFPOPEF_TARGET_END()
+
+#endif  // x86-64
