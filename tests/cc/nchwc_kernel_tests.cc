@@ -290,10 +290,11 @@ KERNEL_TEST(NchwcConv_Float16_EveryGeometry_BitIdenticalToFloat32RoundedOnce) {
   });
 }
 
-// Outputs of 8 MB or more are written with streaming stores (NchwcGeometry::stream_output; the
-// AVX-512 paired tiles): a 1x1 (Y 16 MB in float32, 8 MB in float16) and a padded 3x3 (8 MB in
-// float32: its border pixels take 1-pixel tiles) with bias, residual sum and Relu, paired and
-// unpaired weights, against the naive loops, and float16 bit-identical to float32 rounded once.
+// Float32 outputs of 4 MB or more with a residual sum are written with streaming stores
+// (NchwcGeometry::stream_output; the AVX-512 paired tiles): a 1x1 (Y 16 MB) and a padded 3x3
+// (8 MB: its border pixels take 1-pixel tiles) with bias, residual sum and Relu, paired and
+// unpaired weights, against the naive loops; the 1x1 in float16 (ordinary stores) bit-identical
+// to float32 rounded once.
 KERNEL_TEST(NchwcConv_LargeOutput_StreamingStores_VsNaive) {
   uint32_t seed = 19500;
   const Epi e{"Relu", {}, true, true};

@@ -66,10 +66,12 @@ constexpr int64_t kPadCopyMaxWidth = 32;
 // faster in float32, 1.1x in float16; rows of 14 even in float32, 1.09x in float16; rows of
 // 28 no gain in float32; docs/benchmarks.md).
 constexpr int64_t kSubsampleCopyMaxWidth = 16;
-// Y at least this big is written with streaming stores (NchwcGeometry::stream_output): it cannot
-// stay in cache for the next layer anyway, and an ordinary store first reads each line it
-// writes, a third more memory traffic on a 1x1 layer that expands the channels.
-constexpr int64_t kStreamOutputBytes = int64_t{8} << 20;
+// A float32 Y at least this big that has a residual Sum is written with streaming stores
+// (NchwcGeometry::stream_output): an ordinary store first reads each line it writes, and with
+// the Sum's read stream beside it that costs ResNet50's expanding 1x1 layers at batch 8 5-9 %
+// (tile level, 2 threads). Without a Sum, and for float16 Y (16-byte halves, lines often
+// written in parts), streaming did not pay (docs/benchmarks.md, "1x1 convolutions").
+constexpr int64_t kStreamOutputBytes = int64_t{4} << 20;
 // Work items per pool thread below which a layer's items are shared out one per chunk (the
 // pool hands out up to 4 chunks per thread, one at a time), so their count and sizes decide
 // how evenly the threads finish.
@@ -335,8 +337,8 @@ std::unique_ptr<Kernel> PrepareNchwcConv(const KernelSpec& spec) {
   const int64_t pad_right = pads[3];
   p.pad_copy = !p.depthwise && blocked_input && g.ow <= kPadCopyMaxWidth && (g.pad_left > 0 || pad_right > 0);
   const size_t activation_bytes = p.half_activations ? sizeof(uint16_t) : sizeof(float);
-  g.stream_output = !p.depthwise && p.n * g.out_image_stride() * static_cast<int64_t>(activation_bytes) >=
-                                        kStreamOutputBytes;
+  g.stream_output = !p.depthwise && p.has_sum && !p.half_activations &&
+                    p.n * g.out_image_stride() * static_cast<int64_t>(sizeof(float)) >= kStreamOutputBytes;
   if (p.subsample_copy) p.scratch_bytes = AlignUp(static_cast<size_t>(p.n * g.in_image_stride()) * activation_bytes);
   if (p.pad_copy) {
     p.padded = g;

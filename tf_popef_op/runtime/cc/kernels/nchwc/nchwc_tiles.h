@@ -42,10 +42,10 @@ struct NchwcGeometry {
   // Float16 weights: widened into a float32 scratch once per work item and pass (true: rows
   // long enough that many pixel tiles share it), else in registers by every tile.
   bool widen_weights = false;
-  // Write the finished output with non-temporal (streaming) stores: Y too big to stay in cache
-  // (NchwcConv sets it from Y's size), so an ordinary store would first read each line it
-  // writes. Only the AVX-512 paired tiles stream; the other tiles store as usual (same values).
-  // The caller fences (StreamFence) before Y is read by another thread.
+  // Write the finished output with non-temporal (streaming) stores, so a line of Y is not read
+  // before it is overwritten (NchwcConv sets it for big float32 Y with a residual Sum). Only the
+  // AVX-512 paired tiles stream; the other tiles store as usual (same values). The caller
+  // fences (StreamFence) before Y is read by another thread.
   bool stream_output = false;
   // Elements between input / output blocks when the rows are part of larger planes (a band of
   // rows of NchwcInvertedResidual); 0: the planes are h·w / oh·ow pixels.
