@@ -10,9 +10,10 @@
 //   K=tf_popef_op/runtime/cc/kernels
 //   g++ -std=c++17 -O3 -I. -I$INC -pthread benchmarks/cc/nchwc_pointwise_timing.cc \
 //       $K/nchwc/nchwc_tiles_avx512.cc $K/support/vector_math.cc $K/support/vector_math_avx2.cc \
+//       $K/support/vector_math_avx512.cc \
 //       $K/support/fp16_convert.cc $K/support/thread_pool.cc -o pw_new
 //   ./pw_new [batch=1] [reps=5] [f32|f16] [pass KB=128] [segment pixels=192] [item blocks=8] [layer|all]
-//       [balance=1] [subsample=1] [schedule T]
+//       [balance=1] [subsample=1] [schedule T] [stream=0] [sum=0]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -81,6 +82,10 @@ int main(int argc, char** argv) {
   // of the pool as list scheduling of its chunks predicts it (up to 4 near-equal chunks per
   // thread, each taken by the first free thread), for a machine too busy to time T threads.
   const int schedule_threads = argc > 11 && std::strcmp(argv[10], "schedule") == 0 ? std::atoi(argv[11]) : 0;
+  // "stream" (argument 12): Y written with streaming stores (NchwcGeometry::stream_output);
+  // "sum" (argument 13): a residual Sum of Y's shape in the epilogue, as ResNet's last 1x1 of a block.
+  const bool stream = argc > 12 && std::atoi(argv[12]) != 0;
+  const bool with_sum = argc > 13 && std::atoi(argv[13]) != 0;
   const NchwcTileFns& tiles = kNchwcAvx512Tiles;
   double total_s = 0, total_flops = 0;
   for (const Layer& l : kLayers) {
@@ -112,20 +117,30 @@ int main(int argc, char** argv) {
       ++segments;
     const int64_t segment = (g.ow + segments - 1) / segments;
     g.widen_weights = half && segment >= kWidenMinPixels;
+    g.stream_output = stream;
     const int64_t wbytes = half && !g.widen_weights ? 2 : 4;
     g.in_blocks_per_pass = std::max<int64_t>(1, kPassWeightBytes / (kItemBlocks * 8 * 8 * wbytes));
     const bool weights_outer = g.in_blocks * g.out_blocks * 64 > g.in_image_stride();
     const int64_t xn = batch * (copy ? strided : g).in_image_stride(), yn = batch * g.out_image_stride();
     const int64_t wn = g.in_blocks * g.out_blocks * 64;
-    std::vector<float> x(xn), w(wn), bias(g.out_blocks * 8), y(yn), partial(yn);
+    std::vector<float> x(xn), w(wn), bias(g.out_blocks * 8), y_buffer(yn + 16), partial(yn);
+    // Y 64-byte aligned, as an arena tensor (the streaming stores need whole aligned vectors).
+    float* y = y_buffer.data() + (64 - reinterpret_cast<uintptr_t>(y_buffer.data()) % 64) % 64 / sizeof(float);
     for (int64_t i = 0; i < xn; ++i) x[i] = static_cast<float>((i * 7919) % 97) / 97.0f - 0.5f;
     for (int64_t i = 0; i < wn; ++i) w[i] = static_cast<float>((i * 104729) % 89) / 890.0f - 0.05f;
-    std::vector<uint16_t> xh(xn), wh(wn), yh(yn);
+    std::vector<uint16_t> xh(xn), wh(wn), yh_buffer(yn + 32), sumh(with_sum ? yn : 0);
+    uint16_t* yh = yh_buffer.data() + (64 - reinterpret_cast<uintptr_t>(yh_buffer.data()) % 64) % 64 / sizeof(uint16_t);
+    std::vector<float> sum(with_sum ? yn : 0, 0.25f);
     for (int64_t i = 0; i < xn; ++i) xh[i] = ToHalf(x[i]);
     for (int64_t i = 0; i < wn; ++i) wh[i] = ToHalf(w[i]);
     NchwcEpilogue e;
     e.bias = bias.data();
     e.in_register = NchwcEpilogue::InRegister::kRelu;
+    NchwcEpilogue eh = e;
+    if (with_sum) {
+      e.sum = sum.data();
+      eh.sum = sumh.data();
+    }
     const int64_t rows = batch * g.oh * segments, items = rows * groups;
     // Work item i as NchwcConv orders them: (row segment, block group), block group outer when
     // the weights are bigger than an image's input.
@@ -135,9 +150,9 @@ int main(int argc, char** argv) {
       const int64_t ox0 = seg * segment, ox1 = std::min(g.ow, ox0 + segment);
       const int64_t ob0 = grp * kItemBlocks, obn = std::min(kItemBlocks, g.out_blocks - ob0);
       if (half)
-        tiles.conv_row_half(g, xh.data(), wh.data(), e, partial.data(), yh.data(), n, ob0, obn, oy, ox0, ox1);
+        tiles.conv_row_half(g, xh.data(), wh.data(), eh, partial.data(), yh, n, ob0, obn, oy, ox0, ox1);
       else
-        tiles.conv_row(g, x.data(), w.data(), e, y.data(), y.data(), n, ob0, obn, oy, ox0, ox1);
+        tiles.conv_row(g, x.data(), w.data(), e, y, y, n, ob0, obn, oy, ox0, ox1);
     };
     double best = 1e30;
     for (int r = 0; r < reps; ++r) {
@@ -161,6 +176,7 @@ int main(int argc, char** argv) {
       }
       ParallelFor(items, 1, [&](int64_t i0, int64_t i1) {
         for (int64_t i = i0; i < i1; ++i) run_item(i);
+        if (stream) StreamFence();
       });
       best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }

@@ -353,6 +353,28 @@ KERNEL_TEST(NchwcConv_ChannelsLast_BitIdenticalToPlainInput) {
   });
 }
 
+// Float32 outputs of 4 MB or more with a residual sum are written with streaming stores
+// (NchwcGeometry::stream_output; the AVX-512 paired tiles): a 1x1 (Y 16 MB) and a padded 3x3
+// (8 MB: its border pixels take 1-pixel tiles) with bias, residual sum and Relu, paired and
+// unpaired weights, against the naive loops; the 1x1 in float16 (ordinary stores) bit-identical
+// to float32 rounded once.
+KERNEL_TEST(NchwcConv_LargeOutput_StreamingStores_VsNaive) {
+  uint32_t seed = 19500;
+  const Epi e{"Relu", {}, true, true};
+  ForEachSimdPath([&] {
+    for (ConvCase k : {ConvCase{4, 16, 256, 64, 64, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+                       ConvCase{2, 8, 256, 64, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}})
+      for (int64_t out_group : {2, 1}) {
+        k.out_group = out_group;
+        RunConv(k, e, seed += 4);
+        if (k.kh == 1) {
+          RunConv(k, e, seed += 4, F16);
+          RunConvFloat16AgainstFloat32(k, e, seed += 4);
+        }
+      }
+  });
+}
+
 // The sigmoid and swish the tiles apply in registers (8-float tiles, and on AVX-512 the 16-float
 // paired tiles) are vector_math's, bit for bit: the step with the activation against the same
 // step without it, finished by vmath::Sigmoid on the same path (swish: x·σ(alpha·x), each

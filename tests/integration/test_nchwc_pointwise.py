@@ -3,7 +3,8 @@ onnxruntime, on the work splits the kernel picks from the shapes: a strided 1x1 
 rows (ResNet50's 1x1/2 at 14x14 and 28x28: run as a stride-1 one on a copy of the pixels it
 reads), a strided 1x1 on rows too wide for that copy, per-axis strides, and pointwise layers with too few
 work items for the pool's threads (one block group at batch 1: the plane is cut into row
-segments), with one and two passes over the input channels. Each case is a chain of four 1x1
+segments), with one and two passes over the input channels, and outputs big enough to be
+written with streaming stores (float32 with a residual sum). Each case is a chain of four 1x1
 convolutions (bias, Relu, a residual Add) so the compiler keeps it blocked. float32 within 1e-4
 of onnxruntime; float16 (Converter precision fp16) within the float16 tolerance, on the default
 SIMD path and in a process forced to the portable one."""
@@ -25,6 +26,8 @@ CASES = {
     "strides_2_3": ((1, 16, 9, 20), 16, [2, 3]),
     "few_items_two_passes": ((1, 528, 14, 14), 16, [1, 1]),
     "few_items_odd_blocks": ((1, 40, 7, 9), 24, [1, 1]),
+    # float32 outputs of 4 MB and more with a residual sum (19 MB) are written with streaming stores
+    "large_outputs_streamed": ((8, 32, 48, 48), 256, [1, 1]),
 }
 
 

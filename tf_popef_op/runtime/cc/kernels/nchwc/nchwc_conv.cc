@@ -70,6 +70,12 @@ constexpr int64_t kPadCopyMaxWidth = 32;
 // faster in float32, 1.1x in float16; rows of 14 even in float32, 1.09x in float16; rows of
 // 28 no gain in float32; docs/benchmarks.md).
 constexpr int64_t kSubsampleCopyMaxWidth = 16;
+// A float32 Y at least this big that has a residual Sum is written with streaming stores
+// (NchwcGeometry::stream_output): an ordinary store first reads each line it writes, and with
+// the Sum's read stream beside it that costs ResNet50's expanding 1x1 layers at batch 8 5-9 %
+// (tile level, 2 threads). Without a Sum, and for float16 Y (16-byte halves, lines often
+// written in parts), streaming did not pay (docs/benchmarks.md, "1x1 convolutions").
+constexpr int64_t kStreamOutputBytes = int64_t{4} << 20;
 // Work items per pool thread below which a layer's items are shared out one per chunk (the
 // pool hands out up to 4 chunks per thread, one at a time), so their count and sizes decide
 // how evenly the threads finish.
@@ -127,10 +133,13 @@ class NchwcConvKernel final : public Kernel {
     const AT* x = static_cast<const AT*>(ctx.inputs[0]);
     if (p_.pad_copy) x = PadCopy(x, reinterpret_cast<AT*>(scratch));
     else if (p_.subsample_copy) x = SubsampleCopy(x, reinterpret_cast<AT*>(scratch));
-    const NchwcGeometry& g = p_.pad_copy ? p_.padded : p_.g;
+    AT* y = static_cast<AT*>(ctx.outputs[0]);
+    NchwcGeometry geometry = p_.pad_copy ? p_.padded : p_.g;
+    // (Streaming stores need whole aligned vectors: an arena tensor is 64-byte aligned.)
+    if (reinterpret_cast<uintptr_t>(y) % 32 != 0) geometry.stream_output = false;
+    const NchwcGeometry& g = geometry;
     const float* w = static_cast<const float*>(ctx.inputs[1]);
     const uint16_t* w_half = static_cast<const uint16_t*>(ctx.inputs[1]);
-    AT* y = static_cast<AT*>(ctx.outputs[0]);
     float* partial = nullptr;
     if constexpr (std::is_same_v<AT, float>) partial = y;
     else if (p_.partial_buffer) partial = reinterpret_cast<float*>(scratch + p_.partial_offset);
@@ -161,6 +170,7 @@ class NchwcConvKernel final : public Kernel {
           else p_.tiles.conv_row_half(g, x, w_half, e, partial, y, n, ob0, obn, oy, ox0, ox1);
         }
       }
+      if (g.stream_output) StreamFence();
     };
     int64_t items_per_chunk = ItemsPerChunk(item_macs, kChunkMacs);
     // A depthwise item streams as many values as it multiplies: a 1x1 one (DenseNet's
@@ -344,6 +354,8 @@ std::unique_ptr<Kernel> PrepareNchwcConv(const KernelSpec& spec) {
   const int64_t pad_right = pads[3];
   p.pad_copy = !p.depthwise && blocked_input && g.ow <= kPadCopyMaxWidth && (g.pad_left > 0 || pad_right > 0);
   const size_t activation_bytes = p.half_activations ? sizeof(uint16_t) : sizeof(float);
+  g.stream_output = !p.depthwise && p.has_sum && !p.half_activations &&
+                    p.n * g.out_image_stride() * static_cast<int64_t>(sizeof(float)) >= kStreamOutputBytes;
   if (p.subsample_copy) p.scratch_bytes = AlignUp(static_cast<size_t>(p.n * g.in_image_stride()) * activation_bytes);
   if (p.pad_copy) {
     p.padded = g;

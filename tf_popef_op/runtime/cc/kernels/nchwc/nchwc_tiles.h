@@ -49,6 +49,11 @@ struct NchwcGeometry {
   // Float16 weights: widened into a float32 scratch once per work item and pass (true: rows
   // long enough that many pixel tiles share it), else in registers by every tile.
   bool widen_weights = false;
+  // Write the finished output with non-temporal (streaming) stores, so a line of Y is not read
+  // before it is overwritten (NchwcConv sets it for big float32 Y with a residual Sum). Only the
+  // AVX-512 paired tiles stream; the other tiles store as usual (same values). The caller
+  // fences (StreamFence) before Y is read by another thread.
+  bool stream_output = false;
   // Elements between input / output blocks when the rows are part of larger planes (a band of
   // rows of NchwcInvertedResidual); 0: the planes are h·w / oh·ow pixels.
   int64_t in_plane = 0, out_plane = 0;
@@ -126,6 +131,14 @@ struct NchwcTileFns {
   NchwcAveragePoolRowFn<float> average_pool_row;
   NchwcAveragePoolRowFn<uint16_t> average_pool_row_half;
 };
+
+// Orders a work item's streaming stores (NchwcGeometry::stream_output) before whatever the
+// thread does next, so a thread that sees the item finished also sees its output.
+inline void StreamFence() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  __builtin_ia32_sfence();
+#endif
+}
 
 // The build for this host's SIMD path (vector_math.h's ActivePath, TF_POPEF_SIMD).
 const NchwcTileFns& NchwcTiles();
