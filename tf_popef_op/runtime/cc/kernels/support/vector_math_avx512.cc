@@ -28,10 +28,14 @@ namespace avx512_math {
 
 inline __m512 Set(float v) { return _mm512_set1_ps(v); }
 
-// vector_math_avx2.cc's Gelu8 (which explains each step) on 16 lanes.
+// vector_math_avx2.cc's Gelu8 (which explains each step) on 16 lanes, but with x clamped on both
+// sides, so that v = xc·Φ(−t) is one product for either sign and x > 0 takes x − v (for
+// x > 14.5, v < 2^−149·15 rounds away: x, inf included) instead of x·(1 − Φ(−t)): 0.94 of
+// the time, the same worst error (4.91 ulp on every 2^-13 of [-16, 16] and 2^20 random floats).
 inline __m512 Gelu16(__m512 x) {
-  const __m512 xc = _mm512_max_ps(Set(-14.5f), x);  // NaN stays NaN (max returns its 2nd operand)
-  const __m512 t = _mm512_min_ps(_mm512_abs_ps(xc), Set(14.5f));
+  // NaN stays NaN (max and min return their 2nd operand when it is NaN)
+  const __m512 xc = _mm512_min_ps(Set(14.5f), _mm512_max_ps(Set(-14.5f), x));
+  const __m512 t = _mm512_abs_ps(xc);
   const __m512 d = _mm512_fmadd_ps(t, Set(0.3f), Set(1.0f));
   const __m512 d_error = _mm512_fmadd_ps(t, Set(0.3f), _mm512_sub_ps(Set(1.0f), d));
   const __m512 w = _mm512_div_ps(Set(1.0f), d);
@@ -64,9 +68,8 @@ inline __m512 Gelu16(__m512 x) {
   e = _mm512_fmadd_ps(e, r, Set(5.0000001201e-1f));
   e = _mm512_fmadd_ps(e, _mm512_mul_ps(r, r), _mm512_add_ps(r, Set(1.0f)));
   const __m512 u = _mm512_mul_ps(e, q);  // Φ(−t) / 2^n
-  const __m512 negative = _mm512_scalef_ps(_mm512_mul_ps(xc, u), n);
-  const __m512 one_minus = _mm512_fnmadd_ps(_mm512_scalef_ps(u, n), Set(1.0f), Set(1.0f));
-  return _mm512_mask_mul_ps(negative, _mm512_cmp_ps_mask(x, Set(0.0f), _CMP_GT_OQ), x, one_minus);
+  const __m512 v = _mm512_scalef_ps(_mm512_mul_ps(xc, u), n);  // xc·Φ(−t), rounded once
+  return _mm512_mask_sub_ps(v, _mm512_cmp_ps_mask(x, Set(0.0f), _CMP_GT_OQ), x, v);
 }
 
 // e^x as vector_math_m256.inc's Exp8, bit for bit (the same clamp, reduction and polynomial),
