@@ -102,8 +102,9 @@ inline void Map16(const float* x, float* y, int64_t n, F f) {
 void Avx512Gelu(const float* x, float* y, int64_t n) {
   Map16(x, y, n, [](__m512 v) { return Gelu16(v); });
 }
-// The softmax's exponentials and their sum (vmath::ExpShiftedSum): 16 lanes, ~1/3 of the
-// AVX2 loop's time per element (its Exp8 scales in two steps and blends NaN back in).
+// The softmax's exponentials and their sum (vmath::ExpShiftedSum): 16 lanes, 0.45 of the AVX2
+// loop's time per element on Zen 4 (0.21 against 0.46 ns: its Exp8 scales in two steps and
+// blends NaN back in).
 float Avx512ExpShiftedSum(const float* x, float* y, int64_t n, float shift) {
   const __m512 s = Set(shift);
   __m512 acc = _mm512_setzero_ps();
