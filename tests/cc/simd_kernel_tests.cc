@@ -264,6 +264,48 @@ KERNEL_TEST(VectorMath_TailsInPlaceAndBounds_BothPaths) {
   });
 }
 
+// The softmax's exponentials are vm::Exp's, bit for bit (the AVX-512 path has its own 16-lane
+// loop), over the whole float range and every tail length of the 8- and 16-lane loops, with
+// guard values around; the sum is theirs to float accuracy.
+KERNEL_TEST(VectorMath_ExpShiftedSumIsExp_BothPaths) {
+  const std::vector<float> wide = WideInputs();
+  ForEachSimdPath([&] {
+    for (const float shift : {0.0f, 3.5f, -20.0f}) {
+      std::vector<float> shifted(wide.size()), want(wide.size()), got(wide.size());
+      for (size_t i = 0; i < wide.size(); ++i) shifted[i] = wide[i] - shift;
+      vm::Exp(shifted.data(), want.data(), static_cast<int64_t>(wide.size()));
+      vm::ExpShiftedSum(wide.data(), got.data(), static_cast<int64_t>(wide.size()), shift);
+      for (size_t i = 0; i < wide.size(); ++i) {
+        const bool same = std::isnan(want[i]) ? std::isnan(got[i]) : std::memcmp(&want[i], &got[i], 4) == 0;
+        if (!same) {
+          Fail("ExpShiftedSum(shift " + std::to_string(shift) + ") at x = " + std::to_string(wide[i]) + ": " +
+               std::to_string(got[i]) + ", Exp gives " + std::to_string(want[i]));
+          break;
+        }
+      }
+    }
+    for (int64_t n = 0; n <= 35; ++n) {
+      std::vector<float> src(static_cast<size_t>(n) + 32, 5.0f), dst(src.size(), -7.0f);
+      double want_sum = 0.0;
+      for (int64_t i = 0; i < n; ++i) {
+        src[16 + i] = 0.37f * static_cast<float>(i) - 6.1f;
+        want_sum += std::exp(static_cast<double>(src[16 + i] - 2.0f));
+      }
+      const float sum = vm::ExpShiftedSum(src.data() + 16, dst.data() + 16, n, 2.0f);
+      if (!(std::fabs(sum - want_sum) <= 1e-6 * want_sum)) Fail("ExpShiftedSum, n = " + std::to_string(n) + ": sum");
+      for (size_t i = 0; i < dst.size(); ++i) {
+        const bool inside = i >= 16 && i < 16 + static_cast<size_t>(n);
+        const double want = inside ? std::exp(static_cast<double>(src[i] - 2.0f)) : -7.0;
+        if (inside ? UlpError(dst[i], want) > 2.0 : dst[i] != -7.0f) {
+          Fail("ExpShiftedSum, n = " + std::to_string(n) + ": element " + std::to_string(i) + " is " +
+               std::to_string(dst[i]) + ", expected " + std::to_string(want));
+          break;
+        }
+      }
+    }
+  });
+}
+
 KERNEL_TEST(VectorMath_SimdSetting) {
   EXPECT_TRUE(vm::SimdPathFromSetting("portable") == vm::SimdPath::kPortable);
   const vm::SimdPath best = vm::CpuHasAvx512()    ? vm::SimdPath::kAvx512

@@ -88,7 +88,9 @@ class AttentionKernel final : public Kernel {
     return buf;
   }
 
-  // Kᵀ as panels [d, panel width] of the Sk columns; V as panels [Sk, panel width] of the dv columns.
+  // scale·Kᵀ as panels [d, panel width] of the Sk columns (the scale folded in here costs nothing,
+  // where scaling the scores would be a pass over them; a power of two, 1/√d for d = 4^i,
+  // gives the same scores bit for bit); V as panels [Sk, panel width] of the dv columns.
   void PackKeysAndValues(const KernelContext& ctx, int64_t bh, float* kt, float* v) const {
     const int64_t b = bh / s_.heads, h = bh % s_.heads, d = s_.head_size, dv = s_.value_size;
     const int64_t pw = tiles_.panel_width;
@@ -99,7 +101,7 @@ class AttentionKernel final : public Kernel {
       for (int64_t p0 = 0; p0 < d; p0 += 512) {
         const int64_t n = std::min<int64_t>(512, d - p0);
         const float* k = InputRow(ctx, 1, Offset(b, s_.kv_len, j, h, d) + p0, n, row_buf);
-        for (int64_t p = 0; p < n; ++p) panel[(p0 + p) * width + (j - c0)] = k[p];
+        for (int64_t p = 0; p < n; ++p) panel[(p0 + p) * width + (j - c0)] = scale_ * k[p];
       }
     }
     for (int64_t j = s_.kv_len; j < kv_ld_; ++j) {  // the last panel's padding columns
@@ -143,11 +145,9 @@ class AttentionKernel final : public Kernel {
         tiles_.tile(tr, cols, d, q + r * ldq, ldq, kt + d * c0, width, scores + r * kv_ld_ + c0, kv_ld_, false);
       }
     }
-    // exp(scale·(x − max)) in place; 1/Σ kept for the output rows
+    // exp(x − max) in place (x = Q·(scale·K)ᵀ); 1/Σ kept for the output rows
     for (int64_t r = 0; r < rows; ++r) {
       float* row = scores + r * kv_ld_;
-      if (scale_ != 1.0f)
-        for (int64_t j = 0; j < s_.kv_len; ++j) row[j] *= scale_;
       const float max = vmath::Max(row, s_.kv_len);
       inv_sum[r] = 1.0f / vmath::ExpShiftedSum(row, row, s_.kv_len, max);
     }

@@ -84,6 +84,7 @@ const PathTable* TableFor(SimdPath path) {
       table.gelu = Avx512Gelu;
       table.sigmoid = Avx512Sigmoid;
       table.swish = Avx512Swish;
+      table.exp_shifted_sum = Avx512ExpShiftedSum;
       return table;
     }();
     return &avx512;

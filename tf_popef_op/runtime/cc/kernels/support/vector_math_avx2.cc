@@ -137,7 +137,8 @@ inline __m256 Erf8(__m256 x) {
 // d ln(w·P)/d ln w ≈ 0.9 + 1.76w. t² = a + b exactly (FMA) and −a/2 − n·ln2_hi is exact, so
 // e^(−t²/2) is as accurate at t = 14 as at t = 1. Results below 2^−126 are scaled in two
 // steps (2^(n/2) twice) after the multiplication by x, so they round once;
-// |x·Φ(x)| < 2^−150 for x < −14.4, hence the clamp. vector_math_avx512.cc has the same steps.
+// |x·Φ(x)| < 2^−150 for x < −14.4, hence the clamp. vector_math_avx512.cc has the same steps
+// (but x > 0 as x − x·Φ(−t) there).
 inline __m256 Gelu8(__m256 x) {
   const __m256 xc = _mm256_max_ps(Set(-14.5f), x);  // NaN stays NaN (max returns its 2nd operand)
   const __m256 t = _mm256_min_ps(_mm256_andnot_ps(Set(-0.0f), xc), Set(14.5f));

@@ -35,6 +35,7 @@ extern const PathTable kAvx2Table;
 void Avx512Gelu(const float* x, float* y, int64_t n);
 void Avx512Sigmoid(const float* x, float* y, int64_t n);
 void Avx512Swish(const float* x, float* y, int64_t n);
+float Avx512ExpShiftedSum(const float* x, float* y, int64_t n, float shift);
 
 }  // namespace vmath
 }  // namespace kernels
