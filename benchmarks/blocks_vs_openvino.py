@@ -157,19 +157,28 @@ class Ours:
         self.runs.append(per)
 
 
+def _openvino_request(onnx_path: str, batch: int, threads: int, profile: bool):
+    """(infer request, its input array) as bench_models.py times OpenVINO: threads not pinned (the
+    contenders share the cores in turn), the input a tensor over the array (no copy per run)."""
+    import openvino as ov
+    from openvino_peer import compiled_model
+    compiled = compiled_model(onnx_path, threads, "fp32", profile=profile, pinning=False)
+    request = compiled.create_infer_request()
+    (inp,) = compiled.inputs
+    shape = [batch] + list(inp.get_partial_shape().get_min_shape())[1:]
+    feed = np.ascontiguousarray(np.random.default_rng(0).standard_normal(shape).astype(np.float32))
+    request.set_input_tensor(ov.Tensor(feed, shared_memory=True))
+    return request, feed
+
+
 class OpenVino:
     """OpenVINO fp32 with perf counters on the export; run() infers once and keeps the reading
     (the plugin reports running means: op_profiles.runs_from_running_means)."""
 
     def __init__(self, onnx_path: str, batch: int, threads: int, groups):
-        from openvino_peer import compiled_model
-        compiled = compiled_model(onnx_path, threads, "fp32", profile=True)
-        self.request = compiled.create_infer_request()
-        (inp,) = compiled.inputs
-        shape = [batch] + list(inp.get_partial_shape().get_min_shape())[1:]
-        self.feed = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+        self.request, self.feed = _openvino_request(onnx_path, batch, threads, profile=True)
         self.groups, self.layers = groups, collections.defaultdict(set)
-        self.request.infer({0: self.feed})
+        self.request.infer()
         self.readings = [self._reading()]
 
     def _reading(self):
@@ -184,7 +193,7 @@ class OpenVino:
         return out
 
     def run(self):
-        self.request.infer({0: self.feed})
+        self.request.infer()
         self.readings.append(self._reading())
 
     @property
@@ -214,13 +223,8 @@ def median_by_group(runs):
 def _latency_worker(which: str, onnx_path: str, popef: str, batch: int, threads: int, runs: int) -> None:
     """In a process of its own: print one contender's unprofiled latency (median µs) as JSON."""
     if which == "openvino":
-        from openvino_peer import compiled_model
-        compiled = compiled_model(onnx_path, threads, "fp32", profile=False)
-        request = compiled.create_infer_request()
-        (inp,) = compiled.inputs
-        shape = [batch] + list(inp.get_partial_shape().get_min_shape())[1:]
-        feed = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
-        run = lambda: request.infer({0: feed})  # noqa: E731
+        request, feed = _openvino_request(onnx_path, batch, threads, profile=False)
+        run = request.infer
     else:
         from profile_model import random_feeds
         from tf_popef_op.runtime import ModelRunner
