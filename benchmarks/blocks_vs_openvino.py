@@ -13,6 +13,15 @@ Each runtime runs in its own process, the two processes alternating for --rounds
 --runs profiled runs (in one process, either runtime's idle threads skewed the other's times by
 up to 1.7x); a group's time is the median of its per-round medians.
 
+Profiling costs the two runtimes differently (OpenVINO's perf counters add more to its run than
+our step timers add to ours), so each round also times each contender unprofiled, in a process
+of its own (--runs untimed warm-up runs, then --runs timed ones; median), and the table gives
+every group also scaled to its own side's unprofiled latency: a group's profiled median times
+(median unprofiled latency / median profiled run total), that side's median over the rounds.
+The scaled columns add up to each side's unprofiled latency, so they say where the difference
+between the two latencies goes. GFLOP/s: a group's convolution and MatMul multiply-adds x 2
+over our scaled time.
+
     PYTHONPATH=$PWD .venv/bin/python benchmarks/blocks_vs_openvino.py [--popef X.popef] \
         [--batch 1] [--rounds 10] [--runs 10] [--threads 2]
 """
@@ -25,6 +34,7 @@ import re
 import statistics
 import subprocess
 import sys
+import time
 
 import numpy as np
 
@@ -102,6 +112,28 @@ def shapes_of(model):
     return out
 
 
+def flops_of(model, batch: int):
+    """{group: multiply-adds x 2} of the export's Conv and MatMul/Gemm nodes at `batch`."""
+    import onnx
+    inferred = onnx.shape_inference.infer_shapes(model)
+    dims = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
+            for v in list(inferred.graph.value_info) + list(inferred.graph.input) + list(inferred.graph.output)}
+    weights = {t.name: tuple(t.dims) for t in model.graph.initializer}
+    groups = groups_of(model)
+    out = collections.Counter()
+    for node in model.graph.node:
+        group = groups.get(node.name)
+        w = weights.get(node.input[1]) if len(node.input) > 1 else None
+        if group is None or w is None:
+            continue
+        y = dims.get(node.output[0], [])
+        if node.op_type == "Conv" and len(y) == 4 and len(w) == 4:
+            out[group] += 2 * batch * y[1] * y[2] * y[3] * w[1] * w[2] * w[3]
+        elif node.op_type in ("MatMul", "Gemm") and len(w) == 2:
+            out[group] += 2 * batch * w[0] * w[1]
+    return out
+
+
 class Ours:
     """Our runner on the PopEF; run() adds one profiled run's {group: µs} to self.runs."""
 
@@ -125,19 +157,28 @@ class Ours:
         self.runs.append(per)
 
 
+def _openvino_request(onnx_path: str, batch: int, threads: int, profile: bool):
+    """(infer request, its input array) as bench_models.py times OpenVINO: threads not pinned (the
+    contenders share the cores in turn), the input a tensor over the array (no copy per run)."""
+    import openvino as ov
+    from openvino_peer import compiled_model
+    compiled = compiled_model(onnx_path, threads, "fp32", profile=profile, pinning=False)
+    request = compiled.create_infer_request()
+    (inp,) = compiled.inputs
+    shape = [batch] + list(inp.get_partial_shape().get_min_shape())[1:]
+    feed = np.ascontiguousarray(np.random.default_rng(0).standard_normal(shape).astype(np.float32))
+    request.set_input_tensor(ov.Tensor(feed, shared_memory=True))
+    return request, feed
+
+
 class OpenVino:
     """OpenVINO fp32 with perf counters on the export; run() infers once and keeps the reading
     (the plugin reports running means: op_profiles.runs_from_running_means)."""
 
     def __init__(self, onnx_path: str, batch: int, threads: int, groups):
-        from openvino_peer import compiled_model
-        compiled = compiled_model(onnx_path, threads, "fp32", profile=True)
-        self.request = compiled.create_infer_request()
-        (inp,) = compiled.inputs
-        shape = [batch] + list(inp.get_partial_shape().get_min_shape())[1:]
-        self.feed = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+        self.request, self.feed = _openvino_request(onnx_path, batch, threads, profile=True)
         self.groups, self.layers = groups, collections.defaultdict(set)
-        self.request.infer({0: self.feed})
+        self.request.infer()
         self.readings = [self._reading()]
 
     def _reading(self):
@@ -152,7 +193,7 @@ class OpenVino:
         return out
 
     def run(self):
-        self.request.infer({0: self.feed})
+        self.request.infer()
         self.readings.append(self._reading())
 
     @property
@@ -167,10 +208,37 @@ class OpenVino:
         return out
 
 
+def scale_to_latency(by_group, profiled_total: float, latency: float):
+    """{group: time} scaled by latency / profiled_total: each side's profiled groups as shares of
+    its unprofiled latency (profiling costs the two runtimes differently)."""
+    return {g: t * latency / profiled_total for g, t in by_group.items()}
+
+
 def median_by_group(runs):
     """({group: median µs}, median total µs) over one round's runs."""
     keys = {k for r in runs for k in r}
     return {k: statistics.median(r[k] for r in runs) for k in keys}, statistics.median(sum(r.values()) for r in runs)
+
+
+def _latency_worker(which: str, onnx_path: str, popef: str, batch: int, threads: int, runs: int) -> None:
+    """In a process of its own: print one contender's unprofiled latency (median µs) as JSON."""
+    if which == "openvino":
+        request, feed = _openvino_request(onnx_path, batch, threads, profile=False)
+        run = request.infer
+    else:
+        from profile_model import random_feeds
+        from tf_popef_op.runtime import ModelRunner
+        runner = ModelRunner(popef)
+        feeds = random_feeds(runner, batch, np.random.default_rng(0))
+        run = lambda: runner.execute(feeds)  # noqa: E731
+    for _ in range(runs):
+        run()
+    seconds = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        run()
+        seconds.append(time.perf_counter() - start)
+    print(json.dumps({"latency": statistics.median(seconds) * 1e6}))
 
 
 def _worker(which: str, onnx_path: str, popef: str, batch: int, threads: int, runs: int) -> None:
@@ -194,24 +262,31 @@ def main():
     p.add_argument("--runs", type=int, default=10, help="profiled runs of one runtime per block")
     p.add_argument("--threads", type=int, default=int(os.environ.get("TF_POPEF_NUM_THREADS", os.cpu_count())))
     p.add_argument("--worker", help=argparse.SUPPRESS)
+    p.add_argument("--latency", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     onnx_path = sorted(glob.glob(os.path.join(CACHE, "mobilenet_v2-*.onnx")))[0]
     popef = args.popef or sorted(glob.glob(os.path.join(CACHE, f"mobilenet_v2-*-b{args.batch}-fp32.popef")))[0]
     if args.worker:
-        return _worker(args.worker, onnx_path, popef, args.batch, args.threads, args.runs)
+        return (_latency_worker if args.latency else _worker)(args.worker, onnx_path, popef, args.batch, args.threads, args.runs)
     shapes = shapes_of(onnx.load(onnx_path))
     print(f"threads {args.threads}; batch {args.batch}; {args.rounds} rounds of {args.runs} profiled runs each; "
           f"load average {os.getloadavg()[0]:.2f}")
     rounds = {"ours": [], "openvino": []}
+    latencies = {"ours": [], "openvino": []}
+
+    def worker(which, *extra):
+        out = subprocess.run([sys.executable, os.path.abspath(__file__), "--popef", popef, "--batch",
+                              str(args.batch), "--runs", str(args.runs), "--threads", str(args.threads),
+                              "--worker", which, *extra], capture_output=True, text=True,
+                             env=dict(os.environ, TF_POPEF_NUM_THREADS=str(args.threads)))
+        if out.returncode != 0:
+            raise SystemExit(f"{which} worker failed:\n{out.stderr[-3000:]}")
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
     for r in range(args.rounds):
         for which in (["openvino", "ours"] if r % 2 == 0 else ["ours", "openvino"]):
-            out = subprocess.run([sys.executable, os.path.abspath(__file__), "--popef", popef, "--batch",
-                                  str(args.batch), "--runs", str(args.runs), "--threads", str(args.threads),
-                                  "--worker", which], capture_output=True, text=True,
-                                 env=dict(os.environ, TF_POPEF_NUM_THREADS=str(args.threads)))
-            if out.returncode != 0:
-                raise SystemExit(f"{which} worker failed:\n{out.stderr[-3000:]}")
-            rounds[which].append(json.loads(out.stdout.strip().splitlines()[-1]))
+            latencies[which].append(worker(which, "--latency")["latency"])
+            rounds[which].append(worker(which))
     print(f"load average {os.getloadavg()[0]:.2f}")
 
     def medians(which):
@@ -221,14 +296,26 @@ def main():
                 {g: set(k) for r in rounds[which] for g, k in r["kinds"].items()})
     o, o_total, our_steps = medians("ours")
     v, v_total, ov_layers = medians("openvino")
-    print("| group | shape | ours ms | OpenVINO ms | ours/OpenVINO | our steps | OpenVINO layers |")
-    print("|---|---|---:|---:|---:|---|---|")
+    o_lat, v_lat = statistics.median(latencies["ours"]), statistics.median(latencies["openvino"])
+    o_scale, v_scale = o_lat / o_total, v_lat / v_total
+    o_scaled, v_scaled = scale_to_latency(o, o_total, o_lat), scale_to_latency(v, v_total, v_lat)
+    flops = flops_of(onnx.load(onnx_path), args.batch)
+    print(f"unprofiled latency: ours {o_lat / 1e3:.3f} ms (profiled total {o_total / 1e3:.3f}, scale {o_scale:.3f}); "
+          f"OpenVINO {v_lat / 1e3:.3f} ms (profiled total {v_total / 1e3:.3f}, scale {v_scale:.3f})")
+    print("| group | shape | ours ms | OpenVINO ms | ours/OpenVINO | ours scaled ms | OpenVINO scaled ms "
+          "| scaled ratio | scaled diff ms | ours GFLOP/s | our steps | OpenVINO layers |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
     for group in sorted(set(o) | set(v)):
         a, b = o.get(group, 0.0) / 1e3, v.get(group, 0.0) / 1e3
+        sa, sb = o_scaled.get(group, 0.0) / 1e3, v_scaled.get(group, 0.0) / 1e3
         ratio = f"{a / b:.2f}" if b > 0 else "-"
-        print(f"| {group} | {shapes.get(group, '')} | {a:.3f} | {b:.3f} | {ratio} | "
-              f"{', '.join(sorted(our_steps.get(group, ())))} | {', '.join(sorted(ov_layers.get(group, ())))} |")
-    print(f"| all (median of run totals) | | {o_total / 1e3:.3f} | {v_total / 1e3:.3f} | {o_total / v_total:.2f} | | |")
+        scaled = f"{sa / sb:.2f}" if sb > 0 else "-"
+        gflops = f"{flops[group] / (sa * 1e6):.0f}" if flops.get(group) and sa > 0 else ""
+        print(f"| {group} | {shapes.get(group, '')} | {a:.3f} | {b:.3f} | {ratio} | {sa:.3f} | {sb:.3f} | {scaled} | "
+              f"{sa - sb:+.3f} | {gflops} | {', '.join(sorted(our_steps.get(group, ())))} | "
+              f"{', '.join(sorted(ov_layers.get(group, ())))} |")
+    print(f"| all (median of run totals) | | {o_total / 1e3:.3f} | {v_total / 1e3:.3f} | {o_total / v_total:.2f} | "
+          f"{o_lat / 1e3:.3f} | {v_lat / 1e3:.3f} | {o_lat / v_lat:.2f} | {(o_lat - v_lat) / 1e3:+.3f} | | | |")
 
 
 if __name__ == "__main__":

@@ -50,3 +50,19 @@ def test_layer_names_with_suffixes_find_their_block():
     assert bvo.group_of_name(M + "block_12_project_BN_1/FusedBatchNormV3", groups) == "block 12"
     assert bvo.group_of_name(M + "expanded_conv_project_1/convolution", groups) == "block 00"
     assert bvo.group_of_name("Conv__999", groups) is None
+
+
+def test_flops_count_each_groups_convolutions_at_the_batch():
+    flops = bvo.flops_of(_model(), batch=2)
+    # stem: 8 outputs x 3x3 output pixels x (3 channels x 3x3 taps), x 2 per multiply-add, x batch 2
+    assert flops["stem"] == 2 * 2 * 8 * 9 * 27
+    # block 3: the 1x1 expand 8 -> 48 on 3x3 pixels, and the depthwise 3x3 (one input channel each)
+    # on the 3x3 plane unpadded (one output pixel)
+    assert flops["block 03"] == 2 * 2 * (48 * 9 * 8 + 48 * 1 * 9)
+
+
+def test_scaled_groups_add_up_to_the_unprofiled_latency():
+    by_group = {"stem": 200.0, "block 01": 500.0, "other": 300.0}
+    scaled = bvo.scale_to_latency(by_group, profiled_total=1000.0, latency=840.0)
+    assert scaled == {"stem": 168.0, "block 01": 420.0, "other": 252.0}
+    assert abs(sum(scaled.values()) - 840.0) < 1e-9
