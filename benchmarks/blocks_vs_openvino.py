@@ -27,6 +27,7 @@ over our scaled time.
 """
 import argparse
 import collections
+import copy
 import glob
 import json
 import os
@@ -113,24 +114,22 @@ def shapes_of(model):
 
 
 def flops_of(model, batch: int):
-    """{group: multiply-adds x 2} of the export's Conv and MatMul/Gemm nodes at `batch`."""
-    import onnx
-    inferred = onnx.shape_inference.infer_shapes(model)
-    dims = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
-            for v in list(inferred.graph.value_info) + list(inferred.graph.input) + list(inferred.graph.output)}
-    weights = {t.name: tuple(t.dims) for t in model.graph.initializer}
+    """{group: multiply-adds x 2} of the export's Conv/MatMul/Gemm nodes at `batch` (flop_count's
+    convention and arithmetic), on a copy whose inputs take that batch and whose other shapes are
+    inferred again (a tf2onnx export's are symbolic in the batch)."""
+    from flop_count import node_flops
+    fixed = copy.deepcopy(model)
+    del fixed.graph.value_info[:]
+    for value in fixed.graph.input:
+        if value.type.tensor_type.shape.dim:
+            value.type.tensor_type.shape.dim[0].dim_value = batch
+    for value in fixed.graph.output:
+        value.type.tensor_type.ClearField("shape")
     groups = groups_of(model)
     out = collections.Counter()
-    for node in model.graph.node:
-        group = groups.get(node.name)
-        w = weights.get(node.input[1]) if len(node.input) > 1 else None
-        if group is None or w is None:
-            continue
-        y = dims.get(node.output[0], [])
-        if node.op_type == "Conv" and len(y) == 4 and len(w) == 4:
-            out[group] += 2 * batch * y[1] * y[2] * y[3] * w[1] * w[2] * w[3]
-        elif node.op_type in ("MatMul", "Gemm") and len(w) == 2:
-            out[group] += 2 * batch * w[0] * w[1]
+    for node, flops in node_flops(fixed):
+        if node.name in groups:
+            out[groups[node.name]] += flops
     return out
 
 

@@ -3,7 +3,7 @@
 every index's size), everything else (activations, normalisation, softmax, pooling,
 elementwise) counted as zero. bench_models.py counts on the standard fp32 graph with the batch
 fixed (model_suite.standard_onnx)."""
-from typing import Dict
+from typing import Dict, Iterator, Tuple
 
 import numpy as np
 import onnx
@@ -64,8 +64,15 @@ def _macs(node, shapes) -> int:
     return 0
 
 
+def node_flops(model: onnx.ModelProto) -> Iterator[Tuple[onnx.NodeProto, int]]:
+    """(node, 2 x its MACs) for each Conv/ConvTranspose/MatMul/Gemm/Einsum node of `model`
+    (static shapes): count_flops' terms, for callers that sum them by their own grouping."""
+    shapes = _shapes(model)
+    for n in model.graph.node:
+        if n.op_type in ("Conv", "ConvTranspose", "MatMul", "Gemm", "Einsum"):
+            yield n, 2 * _macs(n, shapes)
+
+
 def count_flops(model: onnx.ModelProto) -> int:
     """2 x MACs of the Conv/ConvTranspose/MatMul/Gemm/Einsum nodes of `model` (static shapes)."""
-    shapes = _shapes(model)
-    return 2 * sum(_macs(n, shapes) for n in model.graph.node
-                   if n.op_type in ("Conv", "ConvTranspose", "MatMul", "Gemm", "Einsum"))
+    return sum(flops for _, flops in node_flops(model))
