@@ -51,8 +51,8 @@ struct NchwcGeometry {
   bool widen_weights = false;
   // Write the finished output with non-temporal (streaming) stores, so a line of Y is not read
   // before it is overwritten (NchwcConv sets it for big float32 Y with a residual Sum). Only the
-  // AVX-512 paired tiles stream; the other tiles store as usual (same values). The caller
-  // fences (StreamFence) before Y is read by another thread.
+  // AVX-512 paired tiles stream, and not with a sigmoid-family epilogue; the other tiles store as
+  // usual (same values). The caller fences (StreamFence) before Y is read by another thread.
   bool stream_output = false;
   // Elements between input / output blocks when the rows are part of larger planes (a band of
   // rows of NchwcInvertedResidual); 0: the planes are h·w / oh·ow pixels.
