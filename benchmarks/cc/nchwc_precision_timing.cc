@@ -16,7 +16,7 @@
 //       $K/nchwc/nchwc_tiles_avx512.cc $K/nchwc/nchwc_tiles_avx2.cc $K/support/vector_math.cc $K/support/vector_math_avx2.cc \
 //       $K/support/vector_math_avx512.cc $K/support/fp16_convert.cc $K/support/thread_pool.cc -o prec
 //   TF_POPEF_NUM_THREADS=1 ./prec [reps=20] [layer substring|all] [avx512|avx2] [extra columns=0]
-//       [float16 blocks per pass=0]
+//       [float16 blocks per pass=0] [float16 weights widened per item: -1 NchwcConv's rule, 0 no, 1 yes]
 // extra columns: the padded copy's rows that much wider (its planes' stride; the tiles do not
 // read them); float16 blocks per pass: input blocks per pass over the input channels for
 // float16 (0: NchwcConv's rule, 128 KB of weights as they are read).
@@ -82,6 +82,7 @@ int main(int argc, char** argv) {
   const NchwcTileFns& tiles = argc > 3 && std::strcmp(argv[3], "avx2") == 0 ? kNchwcAvx2Tiles : kNchwcAvx512Tiles;
   const int extra_columns = argc > 4 ? std::atoi(argv[4]) : 0;
   const int half_pass_blocks = argc > 5 ? std::atoi(argv[5]) : 0;
+  const int widen_half = argc > 6 ? std::atoi(argv[6]) : -1;
   const int64_t threads = ThreadPool::Global().num_threads();
   double total32 = 0, total16 = 0;
   for (const Layer& l : kLayers) {
@@ -116,7 +117,7 @@ int main(int argc, char** argv) {
       ++segments;
     const int64_t segment = (g.ow + segments - 1) / segments;
     NchwcGeometry g32 = g, g16 = g;
-    g16.widen_weights = segment >= kWidenMinPixels;
+    g16.widen_weights = widen_half < 0 ? segment >= kWidenMinPixels : widen_half == 1;
     const int64_t taps = g.kh * g.kw * 8 * 8 * kItemBlocks;
     g32.in_blocks_per_pass = std::max<int64_t>(1, kPassWeightBytes / (taps * 4));
     g16.in_blocks_per_pass = std::max<int64_t>(1, kPassWeightBytes / (taps * (g16.widen_weights ? 4 : 2)));
