@@ -1,23 +1,20 @@
 """The runtime's check of in-place steps (docs/popef.md "Arena plan", `in_place_input`): the
 compiler's plan of ResNet blocks, whose NchwcConv steps write Y on their residual Sum's bytes,
-loads and matches the same blocks planned with separate bytes; a writer that puts Y on the Sum's
-bytes without saying so, names another input or another op, or overwrites a Sum that a later
-step still reads, is refused when the executable is loaded."""
-import numpy as np
+loads (tests/integration/test_residual_in_place.py runs it against onnxruntime); a writer that
+puts Y on the Sum's bytes without saying so, names another input or another op, or overwrites a
+Sum that a later step still reads, is refused when the executable is loaded."""
 import pytest
 
 from compiler import Compiler
 from compiler.converter import Converter
-from tests.integration.test_residual_in_place import _network, sums_in_place
+from tests.integration.residual_blocks import resnet_blocks, sums_in_place
 from tests.runtime.popef_builders import with_edited_executable
 from tf_popef_op import runtime
-
-X = np.random.default_rng(3).standard_normal((1, 8, 14, 14)).astype(np.float32)
 
 
 @pytest.fixture(scope="module")
 def executable():
-    exe = Compiler.compile(Converter(precision="fp32").convert(_network(1, wide=False)))
+    exe = Compiler.compile(Converter(precision="fp32").convert(resnet_blocks(1, wide=False)))
     assert sums_in_place(exe) == (3, 3)
     return exe
 
@@ -32,22 +29,6 @@ def _load_error(data):
     return str(info.value)
 
 
-def test_the_compilers_in_place_plan_loads_and_matches_separate_bytes(executable):
-    def separate(doc):  # every in-place Y moved to fresh bytes past the arena's end
-        end = doc["arena_bytes"]
-        for step in _in_place_steps(doc):
-            y = doc["tensors"][step["outputs"][0]]
-            del step["in_place_input"]
-            y["offset"] = end
-            end += int(np.prod(y["shape"])) * 4 + 64
-        doc["arena_bytes"] = end
-    with runtime.ModelRunner(executable.to_bytes()) as runner:
-        got = runner.execute({"X": X})["Y"]
-    with runtime.ModelRunner(with_edited_executable(executable, separate)) as runner:
-        want = runner.execute({"X": X})["Y"]
-    np.testing.assert_array_equal(got, want)  # same kernels, same order: the same bits
-
-
 def test_y_on_the_sums_bytes_without_in_place_input_is_refused(executable):
     def drop(doc):
         del _in_place_steps(doc)[0]["in_place_input"]
@@ -57,8 +38,7 @@ def test_y_on_the_sums_bytes_without_in_place_input_is_refused(executable):
 def test_in_place_input_naming_x_is_refused(executable):
     def name_x(doc):
         _in_place_steps(doc)[0]["in_place_input"] = 0
-    message = _load_error(with_edited_executable(executable, name_x))
-    assert "Y may take only the residual Sum's bytes" in message or "overlaps" in message
+    assert "in_place_input" in _load_error(with_edited_executable(executable, name_x))
 
 
 def test_in_place_input_on_another_op_is_refused(executable):
