@@ -198,6 +198,8 @@ def _step_text(step: dict) -> str:
            f"{', '.join(step.get('outputs_names', []))}"
     if step.get("attrs"):
         text += "  " + " ".join(f"{k}={json.dumps(v)}" for k, v in step["attrs"].items())
+    if "in_place_input" in step:  # output 0 on that input's bytes (docs/popef.md "Arena plan")
+        text += f"  in_place_input={step['in_place_input']}"
     return text
 
 

@@ -24,7 +24,7 @@ TENSOR_DATA_ENTRY = {"name": STR, "dtype": STR, "shape": SHAPE, "nbytes": INT}
 METADATA = {"anchors": _list(ANCHOR), "tensor_data": _list(TENSOR_DATA_ENTRY), "program_flow": _map(NAMES),
             "device_memory": _map(INT)}
 STEP = {"inputs": _list(INT), "outputs": _list(INT), "attrs": _map(ANY), "tensor_data": STR, "offset": INT,
-        "nbytes": INT, "cases": NAMES}
+        "nbytes": INT, "cases": NAMES, "in_place_input": INT}
 TENSOR = {"id": INT, "name": STR, "shape": SHAPE}
 SUBGRAPH = {"inputs": NAMES, "outputs": NAMES}
 EXECUTABLE = {"tensors": _list(TENSOR), "programs": _map(_list(STEP)), "subgraphs": _list(SUBGRAPH)}

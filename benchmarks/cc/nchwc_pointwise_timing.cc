@@ -13,7 +13,7 @@
 //       $K/support/vector_math_avx512.cc \
 //       $K/support/fp16_convert.cc $K/support/thread_pool.cc -o pw_new
 //   ./pw_new [batch=1] [reps=5] [f32|f16] [pass KB=128] [segment pixels=192] [item blocks=8] [layer|all]
-//       [balance=1] [subsample=1] [schedule T] [stream=0] [sum=0]
+//       [balance=1] [subsample=1] [schedule T] [stream=0] [sum=0] [inplace=0]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -86,6 +86,9 @@ int main(int argc, char** argv) {
   // "sum" (argument 13): a residual Sum of Y's shape in the epilogue, as ResNet's last 1x1 of a block.
   const bool stream = argc > 12 && std::atoi(argv[12]) != 0;
   const bool with_sum = argc > 13 && std::atoi(argv[13]) != 0;
+  // "inplace" (argument 14, with sum): the Sum is Y's own bytes (the memory plan's in-place
+  // Sum; NchwcConv then sets sum_first with several passes and does not stream).
+  const bool in_place = with_sum && argc > 14 && std::atoi(argv[14]) != 0;
   const NchwcTileFns& tiles = kNchwcAvx512Tiles;
   double total_s = 0, total_flops = 0;
   for (const Layer& l : kLayers) {
@@ -138,8 +141,13 @@ int main(int argc, char** argv) {
     e.in_register = NchwcEpilogue::InRegister::kRelu;
     NchwcEpilogue eh = e;
     if (with_sum) {
-      e.sum = sum.data();
-      eh.sum = sumh.data();
+      e.sum = in_place ? static_cast<const void*>(y) : sum.data();
+      eh.sum = in_place ? static_cast<const void*>(yh) : sumh.data();
+      if (in_place) {
+        std::fill(y, y + yn, 0.25f);
+        std::fill(yh, yh + yn, ToHalf(0.25f));
+        e.sum_first = g.in_blocks > g.in_blocks_per_pass;
+      }
     }
     const int64_t rows = batch * g.oh * segments, items = rows * groups;
     // Work item i as NchwcConv orders them: (row segment, block group), block group outer when

@@ -1,7 +1,8 @@
 """Static memory plan of one LoweredGraph's activation arena.
 
 Each arena tensor lives from the step producing it to the last step reading it (inclusive, so
-a step's outputs never share bytes with its inputs). Views share bytes instead of copying:
+a step's outputs never share bytes with its inputs, but for the in-place Sum below). Views share
+bytes instead of copying:
 - a Reshape whose input and output are both in the arena: the output takes its input's bytes;
 - a Concat input whose slice of the output is one contiguous byte range (every output dim before
   the axis is 1: a batch-1 NCHWc channel concat) at a 64-byte aligned offset: the producer of
@@ -10,6 +11,14 @@ a step's outputs never share bytes with its inputs). Views share bytes instead o
   earlier Concat that read it) and listed once; others are copied. Chains resolve
   transitively (DenseNet: concat_k = Concat(concat_k-1, x_k) puts a dense block's features in
   one buffer).
+- an in-place Sum: a regular NchwcConv's Y takes the bytes of its residual Sum (the peers'
+  Conv+Add in place: Y's stores then hit the lines the Sum read brought in, and half the bytes
+  are live) when the Sum's whole buffer is dead after the step: the Sum has Y's dtype and byte
+  size, is listed once by the step (not also its X), is no Reshape or Concat view and is the
+  root of none (its buffer is itself plus earlier in-place Sums: ResNet's chain of blocks), and
+  no member of that buffer is used after the step; Y is no view either. The step is emitted
+  with `in_place_input` (the Sum's index), which lets the runtime's plan check and the kernel
+  (which then reads each Sum pixel before it stores that pixel of Y) accept the aliasing.
 A view and the tensor whose bytes it uses form one buffer, owned by the outermost tensor (the
 root), live from the first use of any member to the last. Buffers are placed greedily,
 largest first, at the lowest 64-byte aligned offset that does not overlap any already placed
@@ -48,26 +57,31 @@ class ArenaPlan:
     buffers: List[Buffer]
     size: int                        # arena bytes this graph needs
     aliases: Dict[str, Tuple[str, int]]  # view tensor -> (the tensor whose bytes it uses, byte offset in them)
+    # in-place output -> index of its step's input whose bytes it takes (also in `aliases`)
+    in_place: Dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 def plan_arena(graph: LoweredGraph) -> ArenaPlan:
     arena = {n for n, t in graph.tensors.items() if t.storage == "arena"}
     offsets: Dict[str, int] = {}
     aliases: Dict[str, Tuple[str, int]] = {}
-    buffers, size = _plan_program(graph, graph.steps, arena, [], set(), offsets, aliases)
+    in_place: Dict[str, int] = {}
+    buffers, size = _plan_program(graph, graph.steps, arena, [], set(), offsets, aliases, in_place)
     for n in arena:
         offsets.setdefault(n, 0)  # an arena tensor no step uses
-    return ArenaPlan(dict(sorted(offsets.items())), buffers, size, aliases)
+    return ArenaPlan(dict(sorted(offsets.items())), buffers, size, aliases, in_place)
 
 
 def _plan_program(graph: LoweredGraph, steps: List[KernelStep], arena: Set[str], pinned: List[str],
                   outer: Set[str], offsets: Dict[str, int],
-                  aliases: Dict[str, Tuple[str, int]]) -> Tuple[List[Buffer], int]:
+                  aliases: Dict[str, Tuple[str, int]], in_place: Dict[str, int]) -> Tuple[List[Buffer], int]:
     """Plans the arena tensors `steps` define (outputs, plus `pinned`), minus those of enclosing
-    programs (`outer`). Fills `offsets` (relative to this program's block) and `aliases`."""
+    programs (`outer`). Fills `offsets` (relative to this program's block), `aliases` and
+    `in_place`."""
     pinned_set = {n for n in pinned if n in arena and n not in outer}
     own = {o for step in steps for o in step.outputs if o in arena and o not in outer} | pinned_set
     views = _views(graph, steps, own - pinned_set)
+    _in_place_sums(graph, steps, own - pinned_set, views, in_place)
     root = {n: _root(n, views) for n in own}  # tensor -> (root, byte offset in the root)
     first: Dict[str, int] = {}
     last: Dict[str, int] = {}
@@ -88,7 +102,7 @@ def _plan_program(graph: LoweredGraph, steps: List[KernelStep], arena: Set[str],
         inner: Dict[str, int] = {}
         block_size = 0
         for role, program in step.programs.items():
-            _, size = _plan_program(graph, program, arena, step.pinned, inner_scope, inner, aliases)
+            _, size = _plan_program(graph, program, arena, step.pinned, inner_scope, inner, aliases, in_place)
             block_size = max(block_size, size)
         block = Buffer(f"<{step.op} '{step.name}' sub-programs>", align_up(block_size), i, i)
         buffers.append(block)
@@ -125,6 +139,40 @@ def _views(graph: LoweredGraph, steps: List[KernelStep], viewable: Set[str]) -> 
                     views[name] = (out, offset)
                 offset += graph.tensors[name].nbytes
     return views
+
+
+def _in_place_sums(graph: LoweredGraph, steps: List[KernelStep], viewable: Set[str],
+                   views: Dict[str, Tuple[str, int]], in_place: Dict[str, int]) -> None:
+    """Adds the in-place Sums (module docstring) to `views` (Y -> (Sum, 0)) and `in_place`."""
+    last: Dict[str, int] = {}
+    writes: Dict[str, int] = {}
+    for i, step in enumerate(steps):
+        for name in step.inputs + step.outputs:
+            last[name] = i
+        for name in step.outputs:
+            writes[name] = writes.get(name, 0) + 1
+    targets = {target for target, _ in views.values()}  # roots of Reshape / Concat views
+    chains: Dict[str, List[str]] = {}  # the first Sum of an in-place chain -> the chain
+    for i, step in enumerate(steps):
+        if (isinstance(step, ControlStep) or step.op != "NchwcConv" or not step.attrs.get("has_sum")
+                or step.attrs.get("group", 1) != 1 or not step.outputs):
+            continue
+        index = 3 if step.attrs.get("has_bias") else 2
+        y, total = step.outputs[0], step.inputs[index]
+        if (y not in viewable or total not in viewable or y in views or y in targets or total in targets
+                or (total in views and total not in in_place) or step.inputs.count(total) != 1
+                or writes.get(y) != 1 or writes.get(total) != 1):
+            continue
+        ty, ts = graph.tensors[y], graph.tensors[total]
+        if ty.dtype != ts.dtype or ty.nbytes != ts.nbytes:
+            continue
+        first = _root(total, views)[0]
+        chain = chains.get(first, [first])
+        if any(last[n] > i for n in chain):
+            continue  # the Sum (or an earlier member of its buffer) is read later
+        views[y] = (total, 0)
+        in_place[y] = index
+        chains[first] = chain + [y]
 
 
 def _root(name: str, views: Dict[str, Tuple[str, int]]) -> Tuple[str, int]:

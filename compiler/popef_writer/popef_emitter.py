@@ -71,7 +71,7 @@ def emit_popef(subgraphs: Sequence[LoweredGraph], plans: Sequence[ArenaPlan], we
             ids[t.name] = entry["id"]
             tensors.append(entry)
         program = fused_program_name(index) if fused else "main"
-        has_control_flow |= _emit_program(program, graph.steps, ids, programs)
+        has_control_flow |= _emit_program(program, graph.steps, ids, programs, plan.in_place)
         subgraph_table.append({"index": index, "name": graph.name, "program": program,
                                "batch_size": graph.batch_size, "batch_axis": graph.batch_axis,
                                "inputs": list(graph.inputs), "outputs": list(graph.outputs)})
@@ -101,10 +101,11 @@ def emit_popef(subgraphs: Sequence[LoweredGraph], plans: Sequence[ArenaPlan], we
     return EmittedPopef(metadata, executable, encode_popef(blobs))
 
 
-def _emit_program(name: str, steps, ids: Dict[str, int], programs: Dict[str, list], root: Optional[str] = None) -> bool:
+def _emit_program(name: str, steps, ids: Dict[str, int], programs: Dict[str, list], in_place: Dict[str, int],
+                  root: Optional[str] = None) -> bool:
     """Adds program `name` and, for each If/Loop step, its sub-programs `<root>/<node>/<role>`
     (root: the subgraph's program; nested steps' names already carry their body's path). True
-    when the program has control-flow steps."""
+    when the program has control-flow steps. `in_place`: the plan's in-place outputs."""
     root = root or name
     emitted = []
     programs[name] = emitted  # reserved before the sub-programs so their names never take it
@@ -112,6 +113,8 @@ def _emit_program(name: str, steps, ids: Dict[str, int], programs: Dict[str, lis
     for s in steps:
         step = {"op": s.op, "name": s.name, "inputs": [ids[n] for n in s.inputs],
                 "outputs": [ids[n] for n in s.outputs], "attrs": s.attrs}
+        if s.outputs and s.outputs[0] in in_place:
+            step["in_place_input"] = in_place[s.outputs[0]]
         if isinstance(s, ControlStep):  # its fields sit in the step itself (docs/popef.md §3)
             control = True
             del step["attrs"]
@@ -122,7 +125,7 @@ def _emit_program(name: str, steps, ids: Dict[str, int], programs: Dict[str, lis
                 while sub_name in programs:
                     k += 1
                     sub_name = f"{base}#{k}"
-                _emit_program(sub_name, sub_steps, ids, programs, root)
+                _emit_program(sub_name, sub_steps, ids, programs, in_place, root)
                 step[role] = sub_name
             for key, value in s.tensor_attrs.items():
                 step[key] = _tensor_ids(value, ids)

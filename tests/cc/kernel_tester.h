@@ -297,7 +297,14 @@ class KernelTester {
   }
   // Output 0 is bound to input 0's buffer, as the compiler does for in-place view ops.
   KernelTester& InPlace() {
-    in_place_ = true;
+    in_place_ = 0;
+    return *this;
+  }
+  // Output 0 is bound to input i's buffer and the spec says so (KernelSpec::in_place_input), as
+  // the runtime does for a step with "in_place_input" (NchwcConv's in-place residual Sum).
+  KernelTester& InPlaceInput(size_t i) {
+    in_place_ = static_cast<int>(i);
+    in_place_input_ = static_cast<int>(i);
     return *this;
   }
   // Runs the same prepared kernel from `threads` threads at once, `repeats` times each, every
@@ -320,9 +327,9 @@ class KernelTester {
 
   void Run() {
     if (!setup_error_.empty()) return Fail(Describe() + ": test setup: " + setup_error_);
-    if (in_place_ && (threads_ > 1 || repeats_ > 1 || inputs_.empty() || outputs_.empty() ||
-                      inputs_[0].bytes.size() != outputs_[0].bytes.size()))
-      return Fail(Describe() + ": test setup: InPlace needs one run and equal input 0 / output 0 sizes");
+    if (in_place_ >= 0 && (threads_ > 1 || repeats_ > 1 || static_cast<size_t>(in_place_) >= inputs_.size() ||
+                           outputs_.empty() || inputs_[in_place_].bytes.size() != outputs_[0].bytes.size()))
+      return Fail(Describe() + ": test setup: InPlace needs one run and equal input / output 0 sizes");
     std::unique_ptr<Kernel> kernel;
     try {
       KernelSpec spec = Spec();
@@ -352,6 +359,7 @@ class KernelTester {
     std::vector<void*> out_ptrs;
     for (const auto& b : inputs) in_ptrs.push_back(b.data());
     for (auto& b : outputs) out_ptrs.push_back(b.data());
+    if (in_place_ >= 0) out_ptrs[0] = inputs[in_place_].data();
     void* aligned = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
     kernel->Run(KernelContext{in_ptrs.data(), out_ptrs.data(), aligned});
     const DType dtype = outputs_.at(o).desc.dtype;
@@ -395,6 +403,7 @@ class KernelTester {
     for (const Tensor& t : inputs_) spec.inputs.push_back(t.desc);
     for (const Tensor& t : outputs_) spec.outputs.push_back(t.desc);
     spec.constant_inputs = constant_inputs_;
+    spec.in_place_input = in_place_input_;
     return spec;
   }
 
@@ -449,7 +458,7 @@ class KernelTester {
     std::vector<void*> out_ptrs;
     for (GuardedBuffer& b : inputs) in_ptrs.push_back(b.data());
     for (GuardedBuffer& b : outputs) out_ptrs.push_back(b.data());
-    if (in_place_) out_ptrs[0] = inputs[0].data();
+    if (in_place_ >= 0) out_ptrs[0] = inputs[in_place_].data();
     const KernelContext ctx{in_ptrs.data(), out_ptrs.data(), scratch.data()};
     for (int r = 0; r < repeats_; ++r) {
       try {
@@ -479,7 +488,7 @@ class KernelTester {
     }
     for (size_t i = 0; i < inputs_.size(); ++i) {
       if (!inputs[i].GuardsIntact()) failures->push_back("input " + std::to_string(i) + ": guard bytes changed");
-      if (!(in_place_ && i == 0) && !inputs_[i].bytes.empty() &&
+      if (static_cast<int>(i) != in_place_ && !inputs_[i].bytes.empty() &&
           std::memcmp(inputs[i].data(), inputs_[i].bytes.data(), inputs_[i].bytes.size()) != 0)
         failures->push_back("input " + std::to_string(i) + " was modified");
     }
@@ -492,7 +501,8 @@ class KernelTester {
   nlohmann::json attrs_;
   std::vector<Tensor> inputs_, outputs_;
   double atol_ = 0, rtol_ = 0;
-  bool in_place_ = false;
+  int in_place_ = -1;        // the input whose buffer output 0 is bound to
+  int in_place_input_ = -1;  // KernelSpec::in_place_input
   std::vector<bool> constant_inputs_;
   int threads_ = 1, repeats_ = 1;
   std::string setup_error_;

@@ -375,6 +375,74 @@ KERNEL_TEST(NchwcConv_LargeOutput_StreamingStores_VsNaive) {
   });
 }
 
+// Y in the residual Sum's bytes (KernelSpec::in_place_input: the memory plan's in-place Sum):
+// with one pass over the input channels each tile reads its Sum pixels before it stores them;
+// with several a float32 Y holds the partial sums, so the Sum starts the accumulators at the
+// first pass. Against the naive loops on every SIMD path, float32 and float16: one and two
+// passes (float32 Y as its own partial buffer; float16 through its float32 scratch, with
+// weights widened per item or in registers), paired and unpaired tiles, 1x1 long rows, the
+// strided 1x1 on a subsample copy, a padded 3x3 on a pad copy, bias or not (Sum at input 2 or
+// 3), Relu and Swish, and a 16 MB Y (streaming stores without in place). Float16 in place is
+// bit-identical to float16 with separate buffers.
+KERNEL_TEST(NchwcConv_InPlaceSum_EveryPath_VsNaive) {
+  uint32_t seed = 21500;
+  std::vector<ConvCase> cases = WithPairedWeights({
+      {1, 16, 32, 10, 20, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},    // one pass, long row
+      {1, 528, 16, 3, 5, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},     // float32: two passes
+      {1, 1040, 16, 3, 5, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},    // float16 in registers: two passes too
+      {8, 536, 16, 1, 200, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},   // two passes, float16 weights widened
+      {2, 536, 16, 7, 9, 1, 1, 2, 3, 1, 1, 0, 0, 0, 0},     // strided 1x1 on a subsample copy
+      {1, 64, 16, 6, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},      // padded 3x3, two passes
+      {4, 16, 256, 64, 64, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},   // Y 16 MB: streams when not in place
+  });
+  const std::vector<Epi> epilogues = {Epi{"Relu", {}, true, true}, Epi{"", {}, false, true},
+                                      Epi{"Swish", {1.0}, true, true}};
+  ForEachSimdPath([&] {
+    for (const ConvCase& k : cases)
+      for (const Epi& e : epilogues)
+        for (DType dtype : {F32, F16}) {
+          seed += 2;
+          if (k.h == 64 && &e != &epilogues[0]) continue;  // (the big case: one epilogue is enough)
+          const std::vector<int64_t> y_shape = {k.n, k.m / B, k.oh(), k.ow(), B};
+          const size_t sum_input = e.bias ? 3 : 2;
+          std::vector<double> naive;
+          KernelTester t = ConvTester(k, e, seed, dtype, dtype, &naive);
+          const size_t failures = CurrentFailures().size();
+          const double tolerance = dtype == F16 ? 2e-3 : 1e-4;
+          t.InPlaceInput(sum_input)
+              .AddOutput(dtype, y_shape, ToBlocked(naive, k.n, k.m, k.oh() * k.ow()))
+              .Tolerance(tolerance, tolerance)
+              .Run();
+          if (dtype == F16) {
+            const std::vector<double> apart = ConvTester(k, e, seed, dtype, dtype, &naive)
+                                                  .AddOutput(dtype, y_shape, std::vector<double>(naive.size()))
+                                                  .RunAndGetOutput(0);
+            ConvTester(k, e, seed, dtype, dtype, &naive)
+                .InPlaceInput(sum_input)
+                .AddOutput(dtype, y_shape, apart)
+                .Tolerance(0, 0)
+                .Run();
+          }
+          for (size_t i = failures; i < CurrentFailures().size(); ++i)
+            CurrentFailures()[i] = Describe(k, e, dtype) + " in place: " + CurrentFailures()[i];
+        }
+  });
+}
+
+// in_place_input names only the residual Sum of a regular convolution.
+KERNEL_TEST(NchwcConv_InPlaceInput_NotTheSum_Rejected) {
+  const ConvCase k{1, 16, 16, 4, 4, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0};
+  std::vector<double> naive;
+  ConvTester(k, Epi{"", {}, true, true}, 1, F32, F32, &naive)
+      .InPlaceInput(0)
+      .AddOutput(F32, {1, 2, 4, 4, B}, std::vector<double>(256))
+      .ExpectError(kInvalid, "Y may take only the residual Sum's bytes");
+  ConvTester(k, Epi{"", {}, true, false}, 1, F32, F32, &naive)
+      .InPlaceInput(2)
+      .AddOutput(F32, {1, 2, 4, 4, B}, std::vector<double>(256))
+      .ExpectError(kInvalid, "has_sum = 1: input 3");
+}
+
 // The sigmoid and swish the tiles apply in registers (8-float tiles, and on AVX-512 the 16-float
 // paired tiles) are vector_math's, bit for bit: the step with the activation against the same
 // step without it, finished by vmath::Sigmoid on the same path (swish: x·σ(alpha·x), each

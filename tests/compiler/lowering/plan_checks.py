@@ -1,7 +1,8 @@
 """Independent check of an arena plan: recomputes lifetimes from the steps and verifies that
 tensors alive at the same time never share bytes unless one is a view of the other (a Reshape
-output on its input's bytes, a Concat input on its slice of the output), and that every view
-sits where its step says."""
+output on its input's bytes, a Concat input on its slice of the output, an NchwcConv's Y on its
+residual Sum's bytes when everything already in that buffer dies at the step), and that every
+view sits where its step says."""
 import math
 
 from compiler.lowering.ir import KernelStep, LoweredGraph
@@ -26,6 +27,10 @@ def check_views(steps, graph: LoweredGraph, plan: ArenaPlan) -> None:
     for step in all_steps(steps):
         if step.op == "Reshape" and type(step) is KernelStep:
             expected[(step.outputs[0], step.inputs[0])] = 0
+        elif step.op == "NchwcConv" and step.outputs and step.outputs[0] in plan.in_place:
+            index = plan.in_place[step.outputs[0]]
+            assert step.attrs.get("has_sum") and index == (3 if step.attrs.get("has_bias") else 2), step.name
+            expected[(step.outputs[0], step.inputs[index])] = 0
         elif step.op == "Concat" and math.prod(graph.tensors[step.outputs[0]].shape[:step.attrs["axis"]]) == 1:
             offset = 0
             for name in step.inputs:
@@ -46,6 +51,13 @@ def check_plan(graph: LoweredGraph, plan: ArenaPlan) -> None:
                 lo, hi = live.get(name, (i, i))
                 live[name] = (min(lo, i), max(hi, i))
 
+    # An in-place Y overwrites its buffer: whatever the buffer held before the step is dead after it.
+    for i, step in enumerate(graph.steps):
+        if step.outputs and step.outputs[0] in plan.in_place:
+            root = view_root(plan, step.outputs[0])
+            for name in arena:
+                if view_root(plan, name) == root and live[name][0] < i:
+                    assert live[name][1] <= i, f"{name} is read after {step.outputs[0]} took its bytes"
     for name in arena:
         off = plan.offsets[name]
         assert off % 64 == 0, (name, off)

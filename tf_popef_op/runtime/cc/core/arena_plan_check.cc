@@ -67,6 +67,11 @@ class TreeCheck {
     bool concat;
   };
 
+  // A kernel step whose output 0 takes the bytes of input in_place_input.
+  struct InPlace {
+    int program, step;
+  };
+
   int64_t NewPoint(int program, int step, PointKind kind) {
     points_.push_back(Point{program, step, kind});
     return static_cast<int64_t>(points_.size()) - 1;
@@ -142,6 +147,7 @@ class TreeCheck {
           if (s.op == "Reshape" && s.inputs.size() == 1 && s.outputs.size() == 1)
             views_.push_back(View{p, s.outputs[0], s.inputs[0], 0, false});
           if (s.op == "Concat" && s.outputs.size() == 1) AddConcatViews(p, s);
+          if (s.in_place_input >= 0) in_place_.push_back(InPlace{p, static_cast<int>(j)});
         }
         for (int t : s.inputs) live_[t].first_read = std::min(live_[t].first_read, r.start);
         for (int t : s.outputs) {
@@ -238,6 +244,36 @@ class TreeCheck {
         group_[Find(v.part)] = Find(v.whole);
       }
     }
+    for (const InPlace& ip : in_place_) GroupInPlace(ip);
+  }
+
+  // A step's output at the bytes of its in-place input (Step::in_place_input) joins that
+  // input's buffer when the input's whole buffer is dead after the step: all its members belong
+  // to the step's program, none is used later or is a loop body's formal or result, the input
+  // is written once before the step and listed once by it (so the step reads no other operand
+  // from those bytes), and the output is written by the step alone. In program order, so chains
+  // (ResNet's Sum of one block being the output of the previous) join one buffer. Otherwise the
+  // two are checked apart, and refused: both are live at the step.
+  void GroupInPlace(const InPlace& ip) {
+    const Step& s = programs_[ip.program].steps[ip.step];
+    const int in = s.inputs[s.in_place_input], out = s.outputs[0];
+    const ExecTensor &ti = tensors_[in], &to = tensors_[out];
+    const Live &li = live_[in], &lo = live_[out];
+    const Range r = info_[ip.program].steps[ip.step];
+    if (ti.storage != Storage::kArena || to.storage != Storage::kArena || ti.offset != to.offset ||
+        std::count(s.inputs.begin(), s.inputs.end(), in) != 1 || lo.owner != ip.program || lo.pinned ||
+        lo.writes != 1 || lo.first_read < lo.first_write || li.writes != 1 || li.first_write >= r.start)
+      return;
+    const int whole = Find(in), root = Find(out);
+    if (whole == root) return;
+    const ExecTensor &tw = tensors_[whole], &tr = tensors_[root];
+    if (tw.offset < tr.offset || tw.offset + tw.desc.nbytes() > tr.offset + tr.desc.nbytes()) return;
+    for (size_t t = 0; t < live_.size(); ++t) {
+      const Live& l = live_[t];
+      if (!l.used || Find(static_cast<int>(t)) != whole) continue;
+      if (l.owner != ip.program || l.pinned || l.range.end > r.end) return;
+    }
+    group_[whole] = root;
   }
 
   void Sweep() {
@@ -333,6 +369,7 @@ class TreeCheck {
   std::vector<int> tree_;  // programs of the tree, in layout order
   std::vector<Point> points_;
   std::vector<View> views_;
+  std::vector<InPlace> in_place_;
   std::vector<int> group_;  // union-find over tensors: a view's group is its source's
 };
 

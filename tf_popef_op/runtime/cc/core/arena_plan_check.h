@@ -1,7 +1,8 @@
 // The arena plan contract (docs/popef.md "Arena plan"), checked before an executable is
 // accepted: no two arena tensors that are live at the same time share a byte, unless one is a
-// view of the other: a Reshape's output at its input's offset, or a Concat input at its slice
-// of the output. The runtime trusts offsets for speed, so a
+// view of the other: a Reshape's output at its input's offset, a Concat input at its slice
+// of the output, or a step's output at the bytes of its in-place input (Step::in_place_input)
+// whose buffer dies at that step. The runtime trusts offsets for speed, so a
 // plan that breaks this would compute wrong answers instead of failing.
 //
 // Liveness is the compiler's (compiler/lowering/memory_plan.py): a tensor lives from the first

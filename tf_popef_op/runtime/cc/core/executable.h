@@ -56,6 +56,9 @@ struct Step {
   // kKernel: tensor indices (into tensors()) and the prepared kernel.
   std::vector<int> inputs, outputs;
   std::unique_ptr<Kernel> kernel;
+  // kKernel: the input whose bytes output 0 takes ("in_place_input", docs/popef.md "Arena
+  // plan"), or -1.
+  int in_place_input = -1;
   // kSwitch: the integer anchor that selects the case, and the case program indices.
   int index_anchor = -1;
   std::vector<int> cases;

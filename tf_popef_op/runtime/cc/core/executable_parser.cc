@@ -296,6 +296,17 @@ void Executable::Parser::ParseKernelStep(const JsonObject& o, Step& s, const std
     s.outputs.push_back(t);
   }
   if (o.Has("attrs")) JsonObject(o.Required("attrs"), o.Path("attrs"));  // must be an object
+  if (o.Has("in_place_input")) {
+    // Ops whose kernel reads each element of the input before it writes that element of
+    // output 0 (the kernel checks which input it takes: NchwcConv's residual Sum).
+    if (s.op != "NchwcConv") o.Fail("in_place_input", "op '" + s.op + "' does not take an input in place");
+    s.in_place_input = static_cast<int>(o.Int("in_place_input", 0, static_cast<int64_t>(s.inputs.size()) - 1));
+    if (s.outputs.empty()) o.Fail("in_place_input", "the step has no output");
+    const ExecTensor &in = exe_.tensors_[s.inputs[s.in_place_input]], &out = exe_.tensors_[s.outputs[0]];
+    if (in.desc.dtype != out.desc.dtype || in.desc.shape != out.desc.shape)
+      o.Fail("in_place_input", "input '" + in.name + "' " + ShapeToString(in.desc.shape) + " and output '" + out.name +
+                                   "' " + ShapeToString(out.desc.shape) + " differ in shape or dtype");
+  }
 }
 
 void Executable::Parser::CheckTensorDataTable(const std::string& name, const PopefBlob& blob) const {
@@ -487,6 +498,7 @@ void Executable::Parser::PrepareKernels() {
       const std::string where = "op '" + s.op + "' (node '" + s.node + "')";
       KernelSpec spec{s.op, s.node, std::move(ins), std::move(outs), Attrs(attrs, where)};
       for (int t : s.inputs) spec.constant_inputs.push_back(exe_.tensors_[t].storage == Storage::kWeight);
+      spec.in_place_input = s.in_place_input;
       try {
         s.kernel = KernelRegistry::Get().Create(spec);
       } catch (const Error& e) {

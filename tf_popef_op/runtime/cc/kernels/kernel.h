@@ -67,14 +67,18 @@ struct KernelSpec {
   // constant_inputs[i]: input i is a weight, whose bytes stay the same for the life of the
   // loaded executable (empty: none known).
   std::vector<bool> constant_inputs = {};
+  // The input whose bytes output 0 takes (the step's "in_place_input", docs/popef.md "Arena
+  // plan"; -1: none). Only ops that allow it get one; the kernel checks it is the input it
+  // supports in place.
+  int in_place_input = -1;
 
   // "op 'Add' (node 'add_1')": prefix for error messages.
   std::string Where() const { return "op '" + op + "' (node '" + node + "')"; }
 };
 
 // Pointers bound for one run. Buffers are distinct unless the compiler placed an output at
-// its input's offset (in-place view ops) or a Concat input at its slice of the output
-// (docs/popef.md "Arena plan"); inputs are never written.
+// its input's offset (in-place view ops, or KernelSpec::in_place_input) or a Concat input at
+// its slice of the output (docs/popef.md "Arena plan"); inputs are otherwise never written.
 struct KernelContext {
   const void* const* inputs;
   void* const* outputs;

@@ -137,15 +137,22 @@ class NchwcConvKernel final : public Kernel {
     NchwcGeometry geometry = p_.pad_copy ? p_.padded : p_.g;
     // (Streaming stores need whole aligned vectors: an arena tensor is 64-byte aligned.)
     if (reinterpret_cast<uintptr_t>(y) % 32 != 0) geometry.stream_output = false;
+    NchwcEpilogue e = p_.epilogue;
+    e.bias = p_.has_bias ? static_cast<const float*>(ctx.inputs[2]) : nullptr;
+    e.sum = p_.has_sum ? ctx.inputs[p_.has_bias ? 3 : 2] : nullptr;
+    if (e.sum == y) {  // an in-place Sum (KernelSpec::in_place_input)
+      // Each tile reads its Sum pixels before it stores them, so the lines Y writes are already
+      // in cache: streaming would not save their reads.
+      geometry.stream_output = false;
+      // A float32 Y holds the partial sums between passes: they would overwrite the Sum first.
+      e.sum_first = std::is_same_v<AT, float> && !p_.depthwise && geometry.in_blocks > geometry.in_blocks_per_pass;
+    }
     const NchwcGeometry& g = geometry;
     const float* w = static_cast<const float*>(ctx.inputs[1]);
     const uint16_t* w_half = static_cast<const uint16_t*>(ctx.inputs[1]);
     float* partial = nullptr;
     if constexpr (std::is_same_v<AT, float>) partial = y;
     else if (p_.partial_buffer) partial = reinterpret_cast<float*>(scratch + p_.partial_offset);
-    NchwcEpilogue e = p_.epilogue;
-    e.bias = p_.has_bias ? static_cast<const float*>(ctx.inputs[2]) : nullptr;
-    e.sum = p_.has_sum ? ctx.inputs[p_.has_bias ? 3 : 2] : nullptr;
     const int scale_input = 2 + (p_.has_bias ? 1 : 0) + (p_.has_sum ? 1 : 0);
     e.input_scale = p_.has_input_scale ? static_cast<const float*>(ctx.inputs[scale_input]) : nullptr;
     const int64_t rows = p_.n * g.oh * p_.segments;  // (image, output row, segment)
@@ -307,6 +314,13 @@ std::unique_ptr<Kernel> PrepareNchwcConv(const KernelSpec& spec) {
     CheckShape(spec, "input scale S", spec.inputs.back().shape, {p.n, g.in_blocks, 1, 1, kNchwcBlock});
   }
   p.epilogue = ReadNchwcEpilogue(spec, /*sigmoids_in_registers=*/true);
+  // Y may take the Sum's bytes: every tile reads its Sum pixels before it stores them (and, with
+  // partial sums in a float32 Y, at the first pass: NchwcEpilogue::sum_first). Not depthwise.
+  if (spec.in_place_input >= 0 && (p.depthwise || !p.has_sum || spec.in_place_input != (p.has_bias ? 3 : 2)))
+    throw Error(ErrorCode::kInvalidArgument,
+                spec.Where() + ": in_place_input " + std::to_string(spec.in_place_input) +
+                    " (Y may take only the residual Sum's bytes, of a regular convolution with has_sum = 1: input " +
+                    std::to_string(p.has_bias ? 3 : 2) + ")");
   if (p.half_activations && !p.depthwise && (!p.half_weights || !p.epilogue.post.is_identity()))
     throw Error(ErrorCode::kInternal, spec.Where() + ": float16 activations reached the tiles with float32 weights "
                                                      "or an activation they do not apply in registers");

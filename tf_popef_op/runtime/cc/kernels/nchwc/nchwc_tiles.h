@@ -85,6 +85,10 @@ struct NchwcEpilogue {
   // excitation), or null. Each work item multiplies its copy of a pass's weights by its image's
   // scales (W'[o, c] = W[o, c]·s[n, c]), so the scaled X is never written.
   const float* input_scale = nullptr;
+  // The Sum starts the accumulators at the first pass over the input channels instead of being
+  // added at the last: set when Y takes the Sum's bytes (an in-place Sum) and a float32 Y holds
+  // the partial sums between passes, which would overwrite the Sum before the last pass reads it.
+  bool sum_first = false;
 };
 
 // Activations (X, Sum, Y) and weights are float or float16 (IEEE binary16 bits, uint16_t):
