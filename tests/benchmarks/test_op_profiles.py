@@ -100,5 +100,5 @@ def test_onnxruntime_swish_is_charged_to_our_fused_convolution():
     assert ort["by_kernel_class_us"]["Elementwise"] > 0  # onnxruntime's own Sigmoid and Mul kernels
     assert "Elementwise" not in ort["by_class_us"]
     assert ort["charged_to_our_classes_us"] == pytest.approx(ort["by_kernel_class_us"]["Elementwise"])
-    assert ort["by_class_us"]["Conv 3x3"] == pytest.approx(ort["by_kernel_class_us"]["Conv 3x3"]
-                                                           + ort["by_kernel_class_us"]["Elementwise"])
+    # each run's convolution plus its swish: the median of those sums is above the convolution's own
+    assert ort["by_class_us"]["Conv 3x3"] > ort["by_kernel_class_us"]["Conv 3x3"]
