@@ -160,26 +160,36 @@ class Charging:
         self.names = {name for name, _, _ in nodes}
         self.producer = {out: name for name, _, outs in nodes for out in outs}
 
-    def __call__(self, peer_kernel: str, kernel_class: str) -> str:
-        return charged_class(kernel_class, peer_node(peer_kernel, self.names, self.producer), self.class_of_node)
+    def __call__(self, peer_kernel: str, kernel_class: str, outputs=()) -> str:
+        """`outputs`: the tensors the kernel writes, where the peer says (a node onnxruntime made
+        by fusing, e.g. its QuickGelu for x * sigmoid(x), has a name of its own but writes the
+        last fused node's output)."""
+        node = peer_node(peer_kernel, self.names, self.producer)
+        for out in outputs:
+            node = node or peer_node(out, self.names, self.producer)
+        return charged_class(kernel_class, node, self.class_of_node)
 
 
-def _charged(runs: List[List[tuple]], charging: Optional[Charging]) -> Tuple[List[List[tuple]], float]:
+def _charged(runs: List[List[tuple]], charging: Optional[Charging],
+             outputs: Optional[Dict[str, List[str]]] = None) -> Tuple[List[List[tuple]], float]:
     """runs of (op, class, µs, kernel name) as (op, class, µs) with the classes charged, and the
-    median µs per run moved to another class than the kernel's own."""
+    median µs per run moved to another class than the kernel's own; `outputs`: {kernel name: the
+    tensors it writes}, where known."""
     if charging is None:
         return [[(op, cls, us) for op, cls, us, _ in run] for run in runs], 0.0
+    outputs = outputs or {}
     out, moved = [], []
     for run in runs:
-        charged = [(op, charging(name, cls), us) for op, cls, us, name in run]
+        charged = [(op, charging(name, cls, outputs.get(name, ())), us) for op, cls, us, name in run]
         moved.append(sum(us for (_, cls, _, _), (_, new, us) in zip(run, charged) if new != cls))
         out.append(charged)
     return out, statistics.median(moved) if moved else 0.0
 
 
-def _peer_profile(runs: List[List[tuple]], charging: Optional[Charging]) -> Dict[str, object]:
+def _peer_profile(runs: List[List[tuple]], charging: Optional[Charging],
+                  outputs: Optional[Dict[str, List[str]]] = None) -> Dict[str, object]:
     _, kernel_class_us = _median_of_runs([[(op, cls, us) for op, cls, us, _ in run] for run in runs])
-    charged_runs, moved_us = _charged(runs, charging)
+    charged_runs, moved_us = _charged(runs, charging, outputs)
     by_op_us, by_class_us = _median_of_runs(charged_runs)
     return {"by_op_us": by_op_us, "by_class_us": by_class_us, "by_kernel_class_us": kernel_class_us,
             "charged_to_our_classes_us": moved_us, "conv_by_kind_us": _convs_by_kind(by_class_us)}
@@ -197,7 +207,14 @@ def onnxruntime_by_op(model, x: np.ndarray, threads: int, iters: int,
         options.inter_op_num_threads = 1
         options.enable_profiling = True
         options.profile_file_prefix = os.path.join(folder, "ort")
+        if charging is not None:  # the graph it runs: what its fused nodes write, for the charging
+            options.optimized_model_filepath = os.path.join(folder, "optimized.onnx")
         session = ort.InferenceSession(oracle.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        kernel_outputs = {}
+        if charging is not None and os.path.exists(options.optimized_model_filepath):
+            import onnx
+            optimized = onnx.load(options.optimized_model_filepath, load_external_data=False)
+            kernel_outputs = {n.name: list(n.output) for n in optimized.graph.node}
         (inp,) = session.get_inputs()
         feed = {inp.name: x.astype(np.float16 if inp.type == "tensor(float16)" else
                                    np.int64 if inp.type == "tensor(int64)" else
@@ -222,7 +239,7 @@ def onnxruntime_by_op(model, x: np.ndarray, threads: int, iters: int,
         # onnxruntime renames the nodes it rewrites (NCHWc...): classify by weight shape
         kind = conv_kind(shapes[1]) if "Conv" in op and len(shapes) > 1 and len(shapes[1]) >= 3 else None
         per_run[run].append((op, op_class(op, kind), e["dur"], e["name"][:-len("_kernel_time")]))
-    return {**_peer_profile(per_run, charging), "run_us": statistics.median(r["dur"] for r in runs)}
+    return {**_peer_profile(per_run, charging, kernel_outputs), "run_us": statistics.median(r["dur"] for r in runs)}
 
 
 def openvino_by_op(onnx_path: str, model, x: np.ndarray, threads: int, iters: int,

@@ -78,3 +78,22 @@ def test_our_layout_copies_stand_for_their_graph_tensor():
     assert graph_tensor("ln/add_2_channels_last_normalized") == "ln/add_2:0"
     assert graph_tensor("ln/add_2_channels_last") == "ln/add_2_channels_last"  # the LN's input, no graph name
     assert graph_tensor("plain:0") == "plain:0"
+
+
+def test_a_kernel_the_peer_named_itself_is_traced_by_the_tensor_it_writes():
+    from onnx import TensorProto, helper
+    from op_profiles import Charging
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="stem"),
+             helper.make_node("Sigmoid", ["c"], ["s"], name="sig"),
+             helper.make_node("Mul", ["c", "s"], ["a"], name="swish"),
+             helper.make_node("GlobalAveragePool", ["a"], ["y"], name="gap")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, None),
+                                           helper.make_tensor_value_info("w", TensorProto.FLOAT, None)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    ours = {"step_outputs": {"stem": ["a"], "gap": ["y"]},
+            "class_of_step": {"stem": "Conv 3x3", "gap": "Pooling/reduce"}}
+    charging = Charging(helper.make_model(graph), ours)
+    # onnxruntime's QuickGelu for x * sigmoid(x): a name of its own, the Mul's output
+    assert charging("QuickGelu_token_7", "other: QuickGelu", ["a"]) == "Conv 3x3"
+    assert charging("QuickGelu_token_7", "other: QuickGelu") == "other: QuickGelu"
+    assert charging("gap", "Pooling/reduce") == "Pooling/reduce"
