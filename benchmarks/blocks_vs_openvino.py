@@ -224,7 +224,7 @@ class OpenVino:
         out = []
         for run in runs_from_running_means(self.readings):
             per = collections.Counter()
-            for _, group, us in run:
+            for _, group, us, _layer in run:
                 per[group] += us
             out.append(per)
         return out

@@ -163,10 +163,11 @@ class Charging:
     def __call__(self, peer_kernel: str, kernel_class: str, outputs=()) -> str:
         """`outputs`: the tensors the kernel writes, where the peer says (a node onnxruntime made
         by fusing, e.g. its QuickGelu for x * sigmoid(x), has a name of its own but writes the
-        last fused node's output)."""
+        last fused node's output; its layout reorders keep their class)."""
         node = peer_node(peer_kernel, self.names, self.producer)
-        for out in outputs:
-            node = node or peer_node(out, self.names, self.producer)
+        if kernel_class != "Layout/copy":  # a reorder the peer added writes a graph tensor it only moves
+            for out in outputs:
+                node = node or peer_node(out, self.names, self.producer)
         return charged_class(kernel_class, node, self.class_of_node)
 
 

@@ -97,3 +97,5 @@ def test_a_kernel_the_peer_named_itself_is_traced_by_the_tensor_it_writes():
     assert charging("QuickGelu_token_7", "other: QuickGelu", ["a"]) == "Conv 3x3"
     assert charging("QuickGelu_token_7", "other: QuickGelu") == "other: QuickGelu"
     assert charging("gap", "Pooling/reduce") == "Pooling/reduce"
+    # a reorder onnxruntime added writes the graph tensor it moves back to NCHW: still its own
+    assert charging("ReorderOutput_3", "Layout/copy", ["a"]) == "Layout/copy"
