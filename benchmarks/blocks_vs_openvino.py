@@ -1,14 +1,17 @@
-"""MobileNetV2's blocks, ours against OpenVINO's, one row per block: our profiled step time(s) of
-the block (the fused NchwcInvertedResidual, or the separate steps where it is not fused) next
-to the sum of OpenVINO's executed layers of that block (its expand, depthwise and project
-convolutions with their BatchNorm and Relu6 fused in, and the residual Add), from its perf
-counters (op_profiles.py reads them the same way). Where a fused block of ours loses to
-OpenVINO's three unfused layers is what this lines up.
+"""MobileNetV2's or EfficientNetB0's blocks (--model), ours against OpenVINO's, one row per block:
+our profiled step time(s) of the block (the fused NchwcInvertedResidual, or the separate steps
+where it is not fused) next to the sum of OpenVINO's executed layers of that block (its expand,
+depthwise and project convolutions with their BatchNorm and activation fused in, and the
+residual Add), from its perf counters (op_profiles.py reads them the same way). Where a fused
+block of ours loses to OpenVINO's unfused layers is what this lines up.
 
 Layers are put into blocks by name: a Keras MobileNetV2's nodes and weights are named
-".../block_<i>_..." ("expanded_conv_..." for block 0; Conv1 the stem, Conv_1 the head), and both
-runtimes keep the ONNX node's name on its step or layer (tf2onnx's "Conv__<n>" convolutions by
-their weight's name). Per row: the median over the profiled runs of the block's summed time.
+".../block_<i>_..." ("expanded_conv_..." for block 0; Conv1 the stem, Conv_1 the head), an
+EfficientNetB0's ".../block<i><letter>_..." (stem_, top_ the head; the squeeze-and-excite's mean,
+reduce and expand convolutions, ".../block<i><letter>_se_squeeze|reduce|expand...", are a row of
+their own, "block <i><letter> SE", the excitation Mul stays with its block: ours folds it into the
+project convolution), and both runtimes keep the ONNX node's name on its step or layer (tf2onnx's
+"Conv__<n>" convolutions by their weight's name). Per row: the median over the profiled runs of the block's summed time.
 Each runtime runs in its own process, the two processes alternating for --rounds rounds of
 --runs profiled runs (in one process, either runtime's idle threads skewed the other's times by
 up to 1.7x); a group's time is the median of its per-round medians.
@@ -22,8 +25,8 @@ The scaled columns add up to each side's unprofiled latency, so they say where t
 between the two latencies goes. GFLOP/s: a group's convolution and MatMul multiply-adds x 2
 over our scaled time.
 
-    PYTHONPATH=$PWD .venv/bin/python benchmarks/blocks_vs_openvino.py [--popef X.popef] \
-        [--batch 1] [--rounds 10] [--runs 10] [--threads 2]
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/blocks_vs_openvino.py [--model mobilenet_v2|efficientnet_b0] \
+        [--popef X.popef] [--batch 1] [--rounds 10] [--runs 10] [--threads 2]
 """
 import argparse
 import collections
@@ -45,9 +48,10 @@ sys.path.insert(0, HERE)
 
 CACHE = os.path.join(HERE, ".cache")
 _BLOCK = re.compile(r"(block_(\d+)_|expanded_conv_|Conv1_|Conv_1_|predictions_|global_average_pooling)")
+_EFFICIENTNET_BLOCK = re.compile(r"(block(\d+[a-z])_(se_(squeeze|reduce|expand))?|stem_|top_|predictions_|avg_pool)")
 
 
-def _group_of(text: str):
+def _mobilenet_group(text: str):
     m = _BLOCK.search(text)
     if m is None:
         return None
@@ -55,6 +59,25 @@ def _group_of(text: str):
         return f"block {int(m.group(2)):02d}"
     return {"expanded_conv_": "block 00", "Conv1_": "stem", "Conv_1_": "head 1x1",
             "predictions_": "classifier", "global_average_pooling": "classifier"}[m.group(1)]
+
+
+def _efficientnet_group(text: str):
+    m = _EFFICIENTNET_BLOCK.search(text)
+    if m is None:
+        return None
+    if m.group(2) is not None:
+        return f"block {m.group(2)}" + (" SE" if m.group(3) else "")
+    return {"stem_": "stem", "top_": "head 1x1", "predictions_": "classifier", "avg_pool": "classifier"}[m.group(1)]
+
+
+FAMILIES = {"mobilenet_v2": _mobilenet_group, "efficientnet_b0": _efficientnet_group}
+_group_of = _mobilenet_group  # set by main() / use_family()
+
+
+def use_family(model: str) -> None:
+    """Group layers by `model`'s (a FAMILIES key) block names."""
+    global _group_of
+    _group_of = FAMILIES[model]
 
 
 def groups_of(model):
@@ -201,7 +224,7 @@ class OpenVino:
         out = []
         for run in runs_from_running_means(self.readings):
             per = collections.Counter()
-            for _, group, us in run:
+            for _, group, us, _layer in run:
                 per[group] += us
             out.append(per)
         return out
@@ -255,6 +278,7 @@ def _worker(which: str, onnx_path: str, popef: str, batch: int, threads: int, ru
 def main():
     import onnx
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", choices=sorted(FAMILIES), default="mobilenet_v2")
     p.add_argument("--popef", help="our PopEF (default: the cached default-option one of --batch, fp32)")
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--rounds", type=int, default=10)
@@ -263,18 +287,19 @@ def main():
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--latency", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
-    onnx_path = sorted(glob.glob(os.path.join(CACHE, "mobilenet_v2-*.onnx")))[0]
-    popef = args.popef or sorted(glob.glob(os.path.join(CACHE, f"mobilenet_v2-*-b{args.batch}-fp32.popef")))[0]
+    use_family(args.model)
+    onnx_path = sorted(glob.glob(os.path.join(CACHE, f"{args.model}-*.onnx")))[0]
+    popef = args.popef or sorted(glob.glob(os.path.join(CACHE, f"{args.model}-*-b{args.batch}-fp32.popef")))[0]
     if args.worker:
         return (_latency_worker if args.latency else _worker)(args.worker, onnx_path, popef, args.batch, args.threads, args.runs)
     shapes = shapes_of(onnx.load(onnx_path))
-    print(f"threads {args.threads}; batch {args.batch}; {args.rounds} rounds of {args.runs} profiled runs each; "
+    print(f"{args.model}; threads {args.threads}; batch {args.batch}; {args.rounds} rounds of {args.runs} profiled runs each; "
           f"load average {os.getloadavg()[0]:.2f}")
     rounds = {"ours": [], "openvino": []}
     latencies = {"ours": [], "openvino": []}
 
     def worker(which, *extra):
-        out = subprocess.run([sys.executable, os.path.abspath(__file__), "--popef", popef, "--batch",
+        out = subprocess.run([sys.executable, os.path.abspath(__file__), "--model", args.model, "--popef", popef, "--batch",
                               str(args.batch), "--runs", str(args.runs), "--threads", str(args.threads),
                               "--worker", which, *extra], capture_output=True, text=True,
                              env=dict(os.environ, TF_POPEF_NUM_THREADS=str(args.threads)))

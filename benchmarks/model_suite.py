@@ -311,10 +311,13 @@ class ModelSuite:
         c = self.compiled(name, batch, "fp32")
         self.log(f"per-op profiles: {self.specs[name].label} batch {batch} fp32")
         ours = op_profiles.modelrunner_by_op(c["executable"], x, self.args.profile_iters, c["converted"])
-        peers = {"onnxruntime": op_profiles.onnxruntime_by_op(c["standard"], x, self.threads, self.args.profile_iters)}
+        # the peers' kernels charged to the class of the step of ours computing their nodes
+        charging = op_profiles.Charging(c["standard"], ours)
+        peers = {"onnxruntime": op_profiles.onnxruntime_by_op(c["standard"], x, self.threads, self.args.profile_iters,
+                                                              charging)}
         try:
             peers["OpenVINO"] = op_profiles.openvino_by_op(c["onnx_path"], c["standard"], x, self.threads,
-                                                           self.args.profile_iters)
+                                                           self.args.profile_iters, charging)
         except Exception as e:  # OpenVINO may not compile every model: the row says so
             self.log(f"  OpenVINO profile failed: {type(e).__name__}: {e}")
             peers["OpenVINO"] = {"error": error_line(e, 300)}

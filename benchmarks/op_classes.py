@@ -76,3 +76,59 @@ def compare(ours: Dict[str, float], peers: Dict[str, Dict[str, float]], limit: f
                      "peers_us": {peer: by.get(cls, 0.0) for peer, by in peers.items()}, "ratios": ratios,
                      "flagged": sorted(p for p, r in ratios.items() if r > limit and us / total >= min_share)})
     return rows
+
+
+# -- Charging the peers' nodes to our steps -----------------------------------------------------
+# Each runtime fuses different ONNX nodes into its kernels: ours the stem's swish into its
+# convolution, ConvNeXt's LayerNorm into the depthwise convolution before it; onnxruntime runs
+# those as separate Sigmoid / Mul / ReduceMean... nodes. A class compared kernel by kernel then
+# holds more ONNX nodes on our side than on the peer's. So the peers' time is charged by our
+# partition of the graph: each ONNX node the peers run is charged to the class of the step of
+# ours that computes it (both sides then hold the same nodes in a class); nodes no step of ours
+# computes (a peer's layout reorders, names it made up) keep the class of the peer's kernel.
+
+
+def nodes_by_step(nodes: List[tuple], step_outputs: Dict[str, List[str]], sources) -> Dict[str, str]:
+    """{ONNX node name: the step of ours that computes it}. `nodes`: (name, inputs, outputs) of the
+    graph the peers run; `step_outputs`: {step: the graph tensors it writes} in program order (a
+    step writing a tensor under another layout counts as writing that tensor); `sources`: graph
+    inputs and initializers. A step computes the nodes between the tensors it writes and the
+    tensors it reads that something else wrote: walking up from its outputs through producers
+    whose outputs no step writes. A node two steps reach belongs to the first."""
+    producer = {out: name for name, _, outs in nodes for out in outs}
+    inputs_of = {name: ins for name, ins, _ in nodes}
+    written = {t for outs in step_outputs.values() for t in outs} | set(sources)
+    owner: Dict[str, str] = {}
+    for step, outs in step_outputs.items():
+        stack = [producer[t] for t in outs if t in producer]
+        seen = set()
+        while stack:
+            node = stack.pop()
+            if node in seen:
+                continue
+            seen.add(node)
+            owner.setdefault(node, step)
+            stack += [producer[t] for t in inputs_of[node] if t in producer and t not in written]
+    return owner
+
+
+def peer_node(name: str, node_names, producer: Dict[str, str], suffixes=("_nchwc",)) -> Optional[str]:
+    """The ONNX node a peer's profiled kernel stands for: its own name, the producer of the tensor
+    it is named after (onnxruntime names the nodes its NCHWc transformer rewrites "<output>_nchwc"),
+    or for OpenVINO's "<node>/<part>" layer names the longest such prefix that is one."""
+    candidates = [name] + [name[:-len(s)] for s in suffixes if name.endswith(s)]
+    while True:
+        for c in candidates:
+            if c in node_names:
+                return c
+            if c in producer:
+                return producer[c]
+        if "/" not in candidates[0]:
+            return None
+        candidates = [candidates[0].rsplit("/", 1)[0]]
+
+
+def charged_class(entry_class: str, node: Optional[str], class_of_node: Dict[str, str]) -> str:
+    """The class a peer kernel's time is charged to: that of the step of ours computing its node
+    (class_of_node), else the kernel's own."""
+    return class_of_node.get(node, entry_class) if node else entry_class

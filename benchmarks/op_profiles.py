@@ -15,6 +15,7 @@ import collections
 import copy
 import json
 import os
+import re
 import statistics
 import tempfile
 from typing import Dict, List, Optional, Tuple
@@ -22,7 +23,22 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from compiler.kernel_fusion.passes.per_channel_affine_to_depthwise_conv import NODE_SUFFIX as AFFINE_CONV_SUFFIX
-from op_classes import conv_kind, op_class
+from op_classes import charged_class, conv_kind, nodes_by_step, op_class, peer_node
+
+# The names our passes give a graph tensor's copy in another layout (the same values), and the
+# graph tensor each stands for: to_nchwc_layout's blocked copy, sink_transposes_below_elementwise's
+# untransposed one, fuse_layernorm's channels-last LayerNormalization output (named after the
+# exit tensor of the chain it replaces, without the ":0").
+LAYOUT_COPIES = ((re.compile(r"(.*)__nchwc$"), r"\1"), (re.compile(r"(.*)_untransposed(_\d+)?$"), r"\1"),
+                 (re.compile(r"(.*)_channels_last_normalized$"), r"\1:0"))
+
+
+def graph_tensor(name: str) -> str:
+    """The graph tensor a tensor of our program holds (itself, or the one it is a layout copy of)."""
+    for pattern, repl in LAYOUT_COPIES:
+        if pattern.match(name):
+            return graph_tensor(pattern.sub(repl, name))
+    return name
 
 
 def conv_kinds(model) -> Dict[str, str]:
@@ -111,12 +127,78 @@ def modelrunner_by_op(executable, x: np.ndarray, iters: int, model=None) -> Dict
         dispatch_us.append(summary["dispatch_us"])
         kernel_calls.append(summary["kernel_calls"])
     by_op_us, by_class_us = _median_of_runs(runs)
+    class_of_step = {e["node"]: op_class(e["op"], kind_of_step(e["node"], kinds)) for e in runner.profile()}
     return {"by_op_us": by_op_us, "by_class_us": by_class_us, "run_us": statistics.median(run_us),
             "dispatch_us": statistics.median(dispatch_us), "kernel_calls": statistics.median(kernel_calls),
-            "conv_by_kind_us": _convs_by_kind(by_class_us)}
+            "conv_by_kind_us": _convs_by_kind(by_class_us), "class_of_step": class_of_step,
+            "step_outputs": step_outputs(executable)}
 
 
-def onnxruntime_by_op(model, x: np.ndarray, threads: int, iters: int) -> Dict[str, object]:
+def step_outputs(executable) -> Dict[str, List[str]]:
+    """{step name: the graph tensors it writes} of the main program, in order (a blocked copy
+    stands for its tensor)."""
+    from compiler import Executable
+    if not isinstance(executable, Executable):
+        executable = Executable.load(executable)
+    names = {t["id"]: t["name"] for t in executable.executable["tensors"]}
+    out: Dict[str, List[str]] = {}
+    for step in executable.executable["programs"]["main"]:
+        out.setdefault(step["name"], []).extend(graph_tensor(names[i]) for i in step["outputs"])
+    return out
+
+
+class Charging:
+    """Charges a peer's kernels to our classes (op_classes: "Charging the peers' nodes to our
+    steps"): built from the ONNX model the peers run and our profile (modelrunner_by_op)."""
+
+    def __init__(self, model, ours: Dict[str, object]):
+        nodes = [(n.name, list(n.input), list(n.output)) for n in model.graph.node]
+        sources = {t.name for t in model.graph.initializer} | {t.name for t in model.graph.input}
+        owner = nodes_by_step(nodes, ours["step_outputs"], sources)
+        self.class_of_node = {node: ours["class_of_step"][step] for node, step in owner.items()
+                              if step in ours["class_of_step"]}
+        self.names = {name for name, _, _ in nodes}
+        self.producer = {out: name for name, _, outs in nodes for out in outs}
+
+    def __call__(self, peer_kernel: str, kernel_class: str, outputs=()) -> str:
+        """`outputs`: the tensors the kernel writes, where the peer says (a node onnxruntime made
+        by fusing, e.g. its QuickGelu for x * sigmoid(x), has a name of its own but writes the
+        last fused node's output; its layout reorders keep their class)."""
+        node = peer_node(peer_kernel, self.names, self.producer)
+        if kernel_class != "Layout/copy":  # a reorder the peer added writes a graph tensor it only moves
+            for out in outputs:
+                node = node or peer_node(out, self.names, self.producer)
+        return charged_class(kernel_class, node, self.class_of_node)
+
+
+def _charged(runs: List[List[tuple]], charging: Optional[Charging],
+             outputs: Optional[Dict[str, List[str]]] = None) -> Tuple[List[List[tuple]], float]:
+    """runs of (op, class, µs, kernel name) as (op, class, µs) with the classes charged, and the
+    median µs per run moved to another class than the kernel's own; `outputs`: {kernel name: the
+    tensors it writes}, where known."""
+    if charging is None:
+        return [[(op, cls, us) for op, cls, us, _ in run] for run in runs], 0.0
+    outputs = outputs or {}
+    out, moved = [], []
+    for run in runs:
+        charged = [(op, charging(name, cls, outputs.get(name, ())), us) for op, cls, us, name in run]
+        moved.append(sum(us for (_, cls, _, _), (_, new, us) in zip(run, charged) if new != cls))
+        out.append(charged)
+    return out, statistics.median(moved) if moved else 0.0
+
+
+def _peer_profile(runs: List[List[tuple]], charging: Optional[Charging],
+                  outputs: Optional[Dict[str, List[str]]] = None) -> Dict[str, object]:
+    _, kernel_class_us = _median_of_runs([[(op, cls, us) for op, cls, us, _ in run] for run in runs])
+    charged_runs, moved_us = _charged(runs, charging, outputs)
+    by_op_us, by_class_us = _median_of_runs(charged_runs)
+    return {"by_op_us": by_op_us, "by_class_us": by_class_us, "by_kernel_class_us": kernel_class_us,
+            "charged_to_our_classes_us": moved_us, "conv_by_kind_us": _convs_by_kind(by_class_us)}
+
+
+def onnxruntime_by_op(model, x: np.ndarray, threads: int, iters: int,
+                      charging: Optional[Charging] = None) -> Dict[str, object]:
+    """`charging`: charge the kernels to our classes (by_class_us); by_kernel_class_us: by their own."""
     import onnxruntime as ort
     oracle = copy.deepcopy(model)
     oracle.ir_version = min(oracle.ir_version, 8)
@@ -126,7 +208,21 @@ def onnxruntime_by_op(model, x: np.ndarray, threads: int, iters: int) -> Dict[st
         options.inter_op_num_threads = 1
         options.enable_profiling = True
         options.profile_file_prefix = os.path.join(folder, "ort")
-        session = ort.InferenceSession(oracle.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        if charging is not None:  # the graph it runs: what its fused nodes write, for the charging
+            options.optimized_model_filepath = os.path.join(folder, "optimized.onnx")
+        try:
+            session = ort.InferenceSession(oracle.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        except Exception:
+            if charging is None:
+                raise
+            # a graph it cannot serialize: profile without it (its own fused kernels keep their class)
+            options.optimized_model_filepath = ""
+            session = ort.InferenceSession(oracle.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        kernel_outputs = {}
+        if options.optimized_model_filepath and os.path.exists(options.optimized_model_filepath):
+            import onnx
+            optimized = onnx.load(options.optimized_model_filepath, load_external_data=False)
+            kernel_outputs = {n.name: list(n.output) for n in optimized.graph.node}
         (inp,) = session.get_inputs()
         feed = {inp.name: x.astype(np.float16 if inp.type == "tensor(float16)" else
                                    np.int64 if inp.type == "tensor(int64)" else
@@ -137,7 +233,8 @@ def onnxruntime_by_op(model, x: np.ndarray, threads: int, iters: int) -> Dict[st
             events = json.load(f)
     runs = [e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"][1:]  # first = warm-up
     if not runs:
-        return {"by_op_us": {}, "by_class_us": {}, "run_us": float("nan"), "conv_by_kind_us": {}}
+        return {"by_op_us": {}, "by_class_us": {}, "by_kernel_class_us": {}, "charged_to_our_classes_us": 0.0,
+                "run_us": float("nan"), "conv_by_kind_us": {}}
     per_run = [[] for _ in runs]
     for e in events:
         if not (e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time")):
@@ -149,15 +246,15 @@ def onnxruntime_by_op(model, x: np.ndarray, threads: int, iters: int) -> Dict[st
         shapes = [next(iter(t.values())) for t in e["args"].get("input_type_shape", [])]
         # onnxruntime renames the nodes it rewrites (NCHWc...): classify by weight shape
         kind = conv_kind(shapes[1]) if "Conv" in op and len(shapes) > 1 and len(shapes[1]) >= 3 else None
-        per_run[run].append((op, op_class(op, kind), e["dur"]))
-    by_op_us, by_class_us = _median_of_runs(per_run)
-    return {"by_op_us": by_op_us, "by_class_us": by_class_us,
-            "run_us": statistics.median(r["dur"] for r in runs), "conv_by_kind_us": _convs_by_kind(by_class_us)}
+        per_run[run].append((op, op_class(op, kind), e["dur"], e["name"][:-len("_kernel_time")]))
+    return {**_peer_profile(per_run, charging, kernel_outputs), "run_us": statistics.median(r["dur"] for r in runs)}
 
 
-def openvino_by_op(onnx_path: str, model, x: np.ndarray, threads: int, iters: int) -> Dict[str, object]:
+def openvino_by_op(onnx_path: str, model, x: np.ndarray, threads: int, iters: int,
+                   charging: Optional[Charging] = None) -> Dict[str, object]:
     """OpenVINO fp32 (openvino_peer.compiled_model with PERF_COUNT on) on the standard ONNX file
-    at `onnx_path`; `model`: that file's ONNX model, for the conv kinds."""
+    at `onnx_path`; `model`: that file's ONNX model, for the conv kinds; `charging`: as for
+    onnxruntime_by_op."""
     from openvino_peer import compiled_model
     compiled = compiled_model(onnx_path, threads, "fp32", profile=True)
     request = compiled.create_infer_request()
@@ -170,22 +267,20 @@ def openvino_by_op(onnx_path: str, model, x: np.ndarray, threads: int, iters: in
         request.infer({0: feed})
         run_us.append(request.latency * 1e3)  # ms of the last inference
         readings.append(_openvino_layer_means(request.get_profiling_info(), kinds))
-    by_op_us, by_class_us = _median_of_runs(runs_from_running_means(readings))
-    return {"by_op_us": by_op_us, "by_class_us": by_class_us, "run_us": statistics.median(run_us),
-            "conv_by_kind_us": _convs_by_kind(by_class_us)}
+    return {**_peer_profile(runs_from_running_means(readings), charging), "run_us": statistics.median(run_us)}
 
 
-def runs_from_running_means(readings: List[Dict[str, Tuple[str, str, float]]]) -> List[List[Tuple[str, str, float]]]:
+def runs_from_running_means(readings: List[Dict[str, Tuple[str, str, float]]]) -> List[List[Tuple[str, str, float, str]]]:
     """OpenVINO's CPU plugin reports each layer's mean time over every inference of the infer
     request so far (integer µs), so one run's time is the difference of two running totals:
     readings[k - 1] = {layer: (op, class, mean µs over k inferences)}, k = 1..n; returns runs
-    2..n as (op, class, µs) lists (the first, a warm-up, only starts the totals)."""
+    2..n as (op, class, µs, layer) lists (the first, a warm-up, only starts the totals)."""
     def totals(k, reading):
         return {layer: (op, cls, mean * k) for layer, (op, cls, mean) in reading.items()}
     runs = []
     for k in range(2, len(readings) + 1):
         before, after = totals(k - 1, readings[k - 2]), totals(k, readings[k - 1])
-        runs.append([(op, cls, max(0.0, total - before.get(layer, (op, cls, 0.0))[2]))
+        runs.append([(op, cls, max(0.0, total - before.get(layer, (op, cls, 0.0))[2]), layer)
                      for layer, (op, cls, total) in after.items()])
     return runs
 

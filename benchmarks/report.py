@@ -201,15 +201,19 @@ def op_class_section(rows_in, top=8) -> List[str]:
     the ratios, and the classes flagged above the limit."""
     out = [f"fp32, profiled ms per run by op class (op_classes.py); ✗ marks a class above "
            f"{peer_verdict.OP_CLASS_LIMIT}× the peer's time for it that holds ≥ {peer_verdict.OP_CLASS_MIN_SHARE:.0%} "
-           "of our run. A class a peer "
-           "shows no time for was fused by it into a neighbour (OpenVINO folds activations and elementwise "
-           f"chains into its convolutions). The top {top} classes of ours and every flagged one are listed.", ""]
+           "of our run. A peer's kernels are charged to the class of the step of ours that computes their "
+           "ONNX nodes (the peer's Sigmoid and Mul of a swish we fused into a convolution count in that "
+           "convolution's class; the peer's own reorders keep their class); \"charged\" is the peer time so "
+           "moved out of its kernels' own classes. A class a peer shows no time for was fused by it into a "
+           f"neighbour. The top {top} classes of ours and every flagged one are listed.", ""]
     for r in rows_in:
         if r.get("failed"):
             out += [f"**{r['label']} batch {r['batch']}**: failed — `{r['failed']}`", ""]
             continue
         peers = [p for p in ("onnxruntime", "OpenVINO") if "by_class_us" in r.get(p, {})]
         totals = [f"ModelRunner {r['ours']['run_us'] / 1e3:.2f}"] + [f"{p} {r[p]['run_us'] / 1e3:.2f}" for p in peers]
+        totals += [f"{p} charged to our classes {r[p]['charged_to_our_classes_us'] / 1e3:.2f}" for p in peers
+                   if "charged_to_our_classes_us" in r[p]]
         if "error" in r.get("OpenVINO", {}):
             totals.append(f"OpenVINO failed: `{r['OpenVINO']['error']}`")
         rows = []

@@ -66,3 +66,35 @@ def test_scaled_groups_add_up_to_the_unprofiled_latency():
     scaled = bvo.scale_to_latency(by_group, profiled_total=1000.0, latency=840.0)
     assert scaled == {"stem": 168.0, "block 01": 420.0, "other": 252.0}
     assert abs(sum(scaled.values()) - 840.0) < 1e-9
+
+
+E = "StatefulPartitionedCall/efficientnetb0_1/"
+
+
+def test_efficientnet_layers_go_to_their_blocks_and_the_squeeze_excite_to_its_own_row():
+    def w(name, shape):
+        return numpy_helper.from_array(np.zeros(shape, np.float32), name)
+    inits = [w(E + "stem_conv_1/convolution/merged_input:0", (8, 3, 3, 3)),
+             w(E + "block2a_expand_conv_1/convolution/merged_input:0", (16, 8, 1, 1)),
+             w(E + "block2a_se_reduce_1/convolution/ReadVariableOp:0", (4, 16, 1, 1))]
+    nodes = [helper.make_node("Conv", ["x", inits[0].name], ["Conv__2604:0"], name="Conv__2604"),
+             helper.make_node("Sigmoid", ["Conv__2604:0"], ["s"], name=E + "stem_activation_1/Sigmoid"),
+             helper.make_node("Conv", ["s", inits[1].name], ["Conv__2626:0"], name="Conv__2626"),
+             helper.make_node("Sigmoid", ["Conv__2626:0"], ["e"], name="Sigmoid__7"),
+             helper.make_node("GlobalAveragePool", ["e"], ["m"], name=E + "block2a_se_squeeze_1/Mean"),
+             helper.make_node("Conv", ["m", inits[2].name], ["r"], name=E + "block2a_se_reduce_1/convolution"),
+             helper.make_node("Mul", ["e", "r"], ["y"], name=E + "block2a_se_excite_1/Mul")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    bvo.use_family("efficientnet_b0")
+    try:
+        groups = bvo.groups_of(helper.make_model(graph))
+        assert groups["Conv__2604"] == "stem" and groups[E + "stem_activation_1/Sigmoid"] == "stem"
+        assert groups["Conv__2626"] == "block 2a" and groups["Sigmoid__7"] == "block 2a"  # by weight, by producer
+        assert groups[E + "block2a_se_squeeze_1/Mean"] == "block 2a SE"
+        assert groups[E + "block2a_se_reduce_1/convolution"] == "block 2a SE"
+        assert groups[E + "block2a_se_excite_1/Mul"] == "block 2a"  # ours folds it into the project conv
+        assert bvo.group_of_name(E + "block7a_project_bn_1/batchnorm/add_1", groups) == "block 7a"
+        assert bvo.group_of_name(E + "top_conv_1/convolution/WithoutBiases", groups) == "head 1x1"
+    finally:
+        bvo.use_family("mobilenet_v2")

@@ -35,8 +35,8 @@ def test_openvino_runs_are_differences_of_running_means():
     for k, reading in enumerate(readings[1:], start=2):
         reading["pool"] = ("AvgPool", "Pooling/reduce", 10.0 * (k - 1) / k)
     runs = op_profiles.runs_from_running_means(readings)
-    assert [[round(us, 6) for _, _, us in run] for run in runs] == [[27.0, 10.0], [24.0, 10.0], [24.0, 10.0], [24.0, 10.0]]
-    assert runs[0][0][:2] == ("Convolution", "Conv 3x3")
+    assert [[round(us, 6) for _, _, us, _ in run] for run in runs] == [[27.0, 10.0], [24.0, 10.0], [24.0, 10.0], [24.0, 10.0]]
+    assert runs[0][0][:2] == ("Convolution", "Conv 3x3") and runs[0][1][3] == "pool"
 
 
 def conv_model():
@@ -70,3 +70,35 @@ def test_modelrunner_profile(model_and_input):
 def test_onnxruntime_profile(model_and_input):
     model, x = model_and_input
     check(op_profiles.onnxruntime_by_op(model, x, 1, 3))
+
+
+def swish_model():
+    """Conv 3x3 -> x * sigmoid(x) -> AveragePool: ours runs the swish in the convolution's step,
+    onnxruntime as Sigmoid and Mul kernels of their own."""
+    w = np.random.default_rng(2).standard_normal((16, 8, 3, 3)).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["X", "W"], ["C"], pads=[1, 1, 1, 1], name="conv"),
+             helper.make_node("Sigmoid", ["C"], ["S"], name="sigmoid"),
+             helper.make_node("Mul", ["C", "S"], ["A"], name="swish"),
+             helper.make_node("AveragePool", ["A"], ["Y"], kernel_shape=[2, 2], strides=[2, 2], name="pool")]
+    graph = helper.make_graph(nodes, "conv_swish_pool",
+                              [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 8, 32, 32])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [1, 16, 16, 16])],
+                              [numpy_helper.from_array(w, "W")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_onnxruntime_swish_is_charged_to_our_fused_convolution():
+    model = swish_model()
+    x = np.random.default_rng(3).standard_normal((1, 8, 32, 32)).astype(np.float32)
+    ours = op_profiles.modelrunner_by_op(Compiler.compile(model), x, 3, model)
+    assert ours["class_of_step"]["conv"] == "Conv 3x3"
+    assert "Elementwise" not in ours["by_class_us"]  # the swish is in the convolution's step
+    charging = op_profiles.Charging(model, ours)
+    assert charging.class_of_node == {"conv": "Conv 3x3", "sigmoid": "Conv 3x3", "swish": "Conv 3x3",
+                                      "pool": "Pooling/reduce"}
+    ort = op_profiles.onnxruntime_by_op(model, x, 1, 3, charging)
+    assert ort["by_kernel_class_us"]["Elementwise"] > 0  # onnxruntime's own Sigmoid and Mul kernels
+    assert "Elementwise" not in ort["by_class_us"]
+    assert ort["charged_to_our_classes_us"] == pytest.approx(ort["by_kernel_class_us"]["Elementwise"])
+    # each run's convolution plus its swish: the median of those sums is above the convolution's own
+    assert ort["by_class_us"]["Conv 3x3"] > ort["by_kernel_class_us"]["Conv 3x3"]
