@@ -21,6 +21,7 @@
 #include <cstring>
 #include <vector>
 
+#include "tf_popef_op/runtime/cc/base/half.h"
 #include "tf_popef_op/runtime/cc/kernels/nchwc/nchwc_tiles.h"
 #include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
 
@@ -55,15 +56,6 @@ const Layer kLayers[] = {
 // nchwc_conv.cc's work split, overridable from the command line to sweep it.
 int64_t kSegmentPixels = 192, kItemBlocks = 8, kPassWeightBytes = 128 * 1024;
 constexpr int64_t kWidenMinPixels = 96, kSubsampleCopyMaxWidth = 16;
-
-uint16_t ToHalf(float f) {  // truncating is fine for timing
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  const uint32_t sign = (b >> 16) & 0x8000u;
-  const int e = static_cast<int>((b >> 23) & 0xff) - 127 + 15;
-  if (e <= 0) return static_cast<uint16_t>(sign);
-  return static_cast<uint16_t>(sign | (std::min(e, 30) << 10) | ((b >> 13) & 0x3ff));
-}
 
 }  // namespace
 
@@ -134,8 +126,8 @@ int main(int argc, char** argv) {
     std::vector<uint16_t> xh(xn), wh(wn), yh_buffer(yn + 32), sumh(with_sum ? yn : 0);
     uint16_t* yh = yh_buffer.data() + (64 - reinterpret_cast<uintptr_t>(yh_buffer.data()) % 64) % 64 / sizeof(uint16_t);
     std::vector<float> sum(with_sum ? yn : 0, 0.25f);
-    for (int64_t i = 0; i < xn; ++i) xh[i] = ToHalf(x[i]);
-    for (int64_t i = 0; i < wn; ++i) wh[i] = ToHalf(w[i]);
+    for (int64_t i = 0; i < xn; ++i) xh[i] = tfpopef::FloatToHalf(x[i]);
+    for (int64_t i = 0; i < wn; ++i) wh[i] = tfpopef::FloatToHalf(w[i]);
     NchwcEpilogue e;
     e.bias = bias.data();
     e.in_register = NchwcEpilogue::InRegister::kRelu;
@@ -145,7 +137,7 @@ int main(int argc, char** argv) {
       eh.sum = in_place ? static_cast<const void*>(yh) : sumh.data();
       if (in_place) {
         std::fill(y, y + yn, 0.25f);
-        std::fill(yh, yh + yn, ToHalf(0.25f));
+        std::fill(yh, yh + yn, tfpopef::FloatToHalf(0.25f));
         e.sum_first = g.in_blocks > g.in_blocks_per_pass;
       }
     }

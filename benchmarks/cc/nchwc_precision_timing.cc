@@ -27,6 +27,7 @@
 #include <cstring>
 #include <vector>
 
+#include "tf_popef_op/runtime/cc/base/half.h"
 #include "tf_popef_op/runtime/cc/kernels/nchwc/nchwc_tiles.h"
 #include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
 
@@ -63,15 +64,6 @@ const Layer kLayers[] = {
 // nchwc_conv.cc's work split.
 constexpr int64_t kSegmentPixels = 192, kItemBlocks = 8, kPassWeightBytes = 128 * 1024, kWidenMinPixels = 96,
                   kPadCopyMaxWidth = 32;
-
-uint16_t ToHalf(float f) {  // truncating is fine for timing
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  const uint32_t sign = (b >> 16) & 0x8000u;
-  const int e = static_cast<int>((b >> 23) & 0xff) - 127 + 15;
-  if (e <= 0) return static_cast<uint16_t>(sign);
-  return static_cast<uint16_t>(sign | (std::min(e, 30) << 10) | ((b >> 13) & 0x3ff));
-}
 
 }  // namespace
 
@@ -130,8 +122,8 @@ int main(int argc, char** argv) {
     for (int64_t i = 0; i < wn; ++i) w[i] = static_cast<float>((i * 104729) % 89) / 890.0f - 0.05f;
     std::vector<uint16_t> xh(xn), wh(wn), yh(yn);
     std::vector<float> partial(yn);
-    for (int64_t i = 0; i < xn; ++i) xh[i] = ToHalf(x[i]);
-    for (int64_t i = 0; i < wn; ++i) wh[i] = ToHalf(w[i]);
+    for (int64_t i = 0; i < xn; ++i) xh[i] = tfpopef::FloatToHalf(x[i]);
+    for (int64_t i = 0; i < wn; ++i) wh[i] = tfpopef::FloatToHalf(w[i]);
     NchwcEpilogue e;
     e.bias = bias.data();
     e.in_register = NchwcEpilogue::InRegister::kRelu;
