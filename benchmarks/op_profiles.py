@@ -116,18 +116,20 @@ def modelrunner_by_op(executable, x: np.ndarray, iters: int, model=None) -> Dict
     outs = {o.name: np.zeros(o.shape, o.numpy_data_type()) for o in runner.get_execute_outputs()}
     runner.execute(feed, outs)
     kinds = conv_kinds(model) if model is not None else {}
+
+    def class_of(entry) -> str:  # a profiled step's op class
+        return op_class(entry["op"], kind_of_step(entry["node"], kinds))
     runs, run_us, dispatch_us, kernel_calls = [], [], [], []
     for _ in range(iters):
         runner.reset_profile()
         runner.execute(feed, outs)
-        runs.append([(e["op"], op_class(e["op"], kind_of_step(e["node"], kinds)), e["total_us"])
-                     for e in runner.profile()])
+        runs.append([(e["op"], class_of(e), e["total_us"]) for e in runner.profile()])
         summary = runner.profile_summary()
         run_us.append(summary["run_us"])
         dispatch_us.append(summary["dispatch_us"])
         kernel_calls.append(summary["kernel_calls"])
     by_op_us, by_class_us = _median_of_runs(runs)
-    class_of_step = {e["node"]: op_class(e["op"], kind_of_step(e["node"], kinds)) for e in runner.profile()}
+    class_of_step = {e["node"]: class_of(e) for e in runner.profile()}
     return {"by_op_us": by_op_us, "by_class_us": by_class_us, "run_us": statistics.median(run_us),
             "dispatch_us": statistics.median(dispatch_us), "kernel_calls": statistics.median(kernel_calls),
             "conv_by_kind_us": _convs_by_kind(by_class_us), "class_of_step": class_of_step,
