@@ -8,6 +8,7 @@ import os
 import shutil
 import sys
 import threading
+import time
 
 import grpc
 import numpy as np
@@ -99,28 +100,38 @@ class Traffic:
     def _loop(self, protocol):
         send = self._grpc if protocol == "grpc" else self._rest
         while not self.stop.is_set():
+            # Stamped when sent: an answer that arrives after a mark but was sent before it
+            # may come from the version the mark was meant to exclude.
+            sent = time.monotonic()
             try:
                 version = send()
             except Exception as error:  # counted, and asserted to be none
                 with self.lock:
-                    self.failures.append((protocol, repr(error)))
+                    self.failures.append((sent, protocol, repr(error)))
                 continue
             with self.lock:
-                self.answers[protocol].append(version)
+                self.answers[protocol].append((sent, version))
 
     def mark(self):
-        with self.lock:
-            return {p: len(a) for p, a in self.answers.items()}, len(self.failures)
+        return time.monotonic()
 
     def since(self, mark):
-        """(versions answered per protocol, failures) since `mark`, after both protocols
-        answered REQUESTS_PER_CHECK more requests."""
-        counts, failed = mark
-        wait_until(lambda: all(len(self.answers[p]) >= counts[p] + REQUESTS_PER_CHECK
-                               for p in counts), what="traffic")
+        """(versions answered per protocol, failures) for the requests sent after `mark`,
+        once both protocols answered REQUESTS_PER_CHECK of them."""
+        def after(rows):
+            return [row for row in rows if row[0] >= mark]
+
+        def enough():
+            with self.lock:
+                return all(len(after(a)) >= REQUESTS_PER_CHECK for a in self.answers.values())
+        wait_until(enough, what="traffic")
         with self.lock:
-            return ({p: set(a[counts[p]:]) for p, a in self.answers.items()},
-                    self.failures[failed:])
+            return ({p: {version for _, version in after(a)} for p, a in self.answers.items()},
+                    [failure[1:] for failure in after(self.failures)])
+
+    def total(self):
+        with self.lock:
+            return sum(len(a) for a in self.answers.values()), len(self.failures)
 
     def __enter__(self):
         for thread in self.threads:
@@ -194,7 +205,7 @@ def test_broken_versions_stay_out_and_a_good_one_replaces_the_old(rollout):
         failed_per_case["good replacement"] = len(failures)
         assert failures == [] and served["grpc"] <= {1, 5} and served["rest"] <= {1, 5}
         assert traffic.since(traffic.mark()) == ({"grpc": {5}, "rest": {5}}, [])
-        answered, failed = traffic.mark()
+        answered, failed = traffic.total()
     print(f"failed requests per rollout case: {failed_per_case}; answered {answered}, "
           f"failed {failed} in all")
     log = rollout.server.log()
