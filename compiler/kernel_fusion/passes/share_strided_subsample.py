@@ -6,14 +6,18 @@ block's first 1x1 and its shortcut, both stride 2). Alone, each one reads every 
 of every second row of X itself: on narrow rows from its own copy of those pixels (the
 kernel's subsample copy, made anew by each reader), on wider rows as strided rows of a few
 tiles each. Here the copy is made once, by an NchwcMaxPool with a 1x1 window and the
-convolutions' strides (the maximum over one pixel is that pixel, float16 included), and
-both convolutions run on it as one long row of pixels, the 1x1 stride-1 kernel's fastest form.
+convolutions' strides (the maximum over one pixel is that pixel, float16 included; the pool
+copies the pixels of such a window), and both convolutions run on it as one long row of
+pixels, the 1x1 stride-1 kernel's fastest form. Measured on ResNet50, 2 threads: the six
+strided convolutions and the three subsamples take 0.93x (fp32) and 0.94x (fp16) the time of
+the six strided ones at batch 8, the same at batch 1 (X is in cache there; docs/benchmarks.md,
+"One subsample for a block's two strided 1x1 layers").
 
 Rewritten (the blocked nodes written by to_nchwc_layout, which runs before): NchwcConvs on a
 blocked X [N, C/8, H, W, 8] with a static shape, group 1, a 1x1 window, dilations 1, no pads,
 no input scale, the same strides (not all 1), at least MIN_READERS of them on that X. The
 subsample is a new tensor `<X>__subsample<sh>x<sw>`; each such reader takes it as X with strides
-1. One strided reader is left as it is (its own copy costs the same as the step's).
+1. A single strided reader is left to its kernel (with a step of its own: not measured).
 """
 from collections import defaultdict
 from typing import Optional, Tuple
