@@ -654,6 +654,9 @@ KERNEL_TEST(NchwcMaxPool_EveryPath_Float32AndFloat16_VsNaive) {
       {1, 8, 5, 150, 3, 3, 1, 1, 1, 1, 1, 1, false},          // two-pass rows over several pieces
       {1, 8, 6, 70, 5, 5, 1, 1, 2, 2, 2, 2, false, true},     // a 5-wide two-pass window, zero pads
       {1, 8, 4, 40, 2, 17, 1, 1, 0, 0, 0, 0, false},          // wider than the two-pass buffer: direct
+      {2, 16, 14, 14, 1, 1, 2, 2, 0, 0, 0, 0, false},         // 1x1/2: a subsample, copied
+      {1, 8, 13, 11, 1, 1, 2, 3, 0, 0, 0, 0, false},          // ... odd sides, unequal strides
+      {1, 8, 6, 6, 1, 1, 2, 2, 1, 1, 1, 1, false, true},      // 1x1 with zero pads: not a subsample
   };
   uint32_t seed = 14000;
   ForEachSimdPath([&] {
@@ -721,6 +724,7 @@ KERNEL_TEST(NchwcAveragePool_EveryPath_Float32AndFloat16_VsNaive) {
       {1, 8, 9, 70, 3, 5, 1, 1, 2, 1, 2, 2, 2, 2, false, true},   // two-pass, 5 wide, dilated rows
       {2, 8, 8, 8, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, true, false},    // ceil_mode at stride 1 (no extra column)
       {1, 8, 4, 40, 2, 17, 1, 1, 1, 1, 0, 8, 0, 8, false, false}, // wider than the two-pass buffer: direct
+      {2, 16, 14, 13, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, false, false}, // 1x1/2: a subsample, copied
   };
   uint32_t seed = 16000;
   ForEachSimdPath([&] {

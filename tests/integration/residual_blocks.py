@@ -12,9 +12,10 @@ from popef.reader import PopefFile
 F = TensorProto.FLOAT
 
 
-def resnet_blocks(n, wide, seed=0):
+def resnet_blocks(n, wide, seed=0, side=14):
     """Stem 3x3 (8 -> 32), an identity block, a projection block (stride 2, 32 -> 64) and an
-    identity block; `wide`: bottlenecks of 528 channels (two passes in the expanding 1x1)."""
+    identity block on an 8-channel side x side input; `wide`: bottlenecks of 528 channels (two
+    passes in the expanding 1x1)."""
     rng = np.random.default_rng(seed)
     inits, nodes = {}, []
 
@@ -42,8 +43,8 @@ def resnet_blocks(n, wide, seed=0):
     y = block(y, 32, mid, 32, "block1")
     y = block(y, 32, mid, 64, "block2", stride=2)
     block(y, 64, mid, 64, "Y")
-    graph = helper.make_graph(nodes, "resnet_blocks", [helper.make_tensor_value_info("X", F, [n, 8, 14, 14])],
-                              [helper.make_tensor_value_info("Y", F, [n, 64, 7, 7])],
+    graph = helper.make_graph(nodes, "resnet_blocks", [helper.make_tensor_value_info("X", F, [n, 8, side, side])],
+                              [helper.make_tensor_value_info("Y", F, [n, 64, (side + 1) // 2, (side + 1) // 2])],
                               [numpy_helper.from_array(v, name) for name, v in inits.items()])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 

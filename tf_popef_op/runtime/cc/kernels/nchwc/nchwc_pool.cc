@@ -10,6 +10,7 @@
 // - NchwcAveragePool: the sum over the taps inside the input divided by their count, or with
 //   count_include_pad = 1 by the count of taps inside the padded input (as AveragePool).
 // Rows of (image, block) planes are spread over the intra-op pool.
+#include <algorithm>
 #include <memory>
 
 #include "tf_popef_op/runtime/cc/kernels/nchwc/nchwc_checks.h"
@@ -19,6 +20,13 @@
 namespace tfpopef {
 namespace kernels {
 namespace {
+
+// A 1x1 window without pads whose every output pixel reads an input pixel (ceil_mode's extra
+// column or row would read none).
+bool IsSubsample(const NchwcGeometry& g) {
+  return g.kh == 1 && g.kw == 1 && g.pad_top == 0 && g.pad_left == 0 && g.pad_bottom == 0 && g.pad_right == 0 &&
+         (g.oh - 1) * g.sh < g.h && (g.ow - 1) * g.sw < g.w;
+}
 
 // AT: the element type of X and Y (float, or uint16_t for float16); RowFn: NchwcMaxPoolRowFn<AT>
 // (flag: zero_pads) or NchwcAveragePoolRowFn<AT> (flag: count_include_pad).
@@ -32,6 +40,20 @@ class NchwcPoolKernel final : public Kernel {
     const AT* x = static_cast<const AT*>(ctx.inputs[0]);
     AT* y = static_cast<AT*>(ctx.outputs[0]);
     const int64_t rows = n_ * g_.out_blocks * g_.oh;
+    if (IsSubsample(g_)) {
+      // A 1x1 window: each output pixel is one input pixel, copied as it is (the maximum or the
+      // average of one value is that value). The compiler's share_strided_subsample writes such a
+      // pool for strided 1x1 convolutions sharing an X.
+      ParallelFor(rows, ItemsPerChunk(g_.ow * kNchwcBlock, kStreamingGrain), [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          const AT* src = x + (r / g_.oh) * g_.in_block_stride() + (r % g_.oh) * g_.sh * g_.w * kNchwcBlock;
+          AT* dst = y + r * g_.ow * kNchwcBlock;
+          for (int64_t ox = 0; ox < g_.ow; ++ox, dst += kNchwcBlock)
+            std::copy(src + ox * g_.sw * kNchwcBlock, src + (ox * g_.sw + 1) * kNchwcBlock, dst);
+        }
+      });
+      return;
+    }
     const int64_t row_elements = g_.ow * g_.kh * g_.kw * kNchwcBlock;
     ParallelFor(rows, ItemsPerChunk(row_elements, kStreamingGrain), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
