@@ -427,6 +427,43 @@ KERNEL_TEST(Softmax_LargeTensors_BothPaths_VsReference) {
   });
 }
 
+// The squeeze-and-excite means: a blocked [N, C/8, H, W, 8] reduced over H and W runs
+// reduction/blocked_runs.h's loop, one build per path. Against the double-precision sums on every
+// path, and the same bits on every path (each build adds in the same order). H·W of 1073 runs:
+// batches of 64 with a tail that is no multiple of 4.
+KERNEL_TEST(ReduceMean_BlockedRuns_EveryPath_VsReference_SameBitsOnEveryPath) {
+  for (const Shape& s : {Shape{2, 3, 37, 29, 8}, Shape{1, 4, 56, 56, 8}, Shape{3, 2, 7, 7, 8}}) {
+    const auto x = AsFloat32(RandomValues(NumElements(s), 99, 101, 123));
+    const Shape out = {s[0], s[1], 1, 1, 8};
+    const int64_t plane = s[2] * s[3];
+    std::vector<double> mean(static_cast<size_t>(NumElements(out))), sum(mean.size());
+    for (int64_t b = 0; b < s[0] * s[1]; ++b)
+      for (int64_t lane = 0; lane < 8; ++lane) {
+        double total = 0;
+        for (int64_t p = 0; p < plane; ++p) total += x[static_cast<size_t>((b * plane + p) * 8 + lane)];
+        sum[static_cast<size_t>(b * 8 + lane)] = total;
+        mean[static_cast<size_t>(b * 8 + lane)] = total / static_cast<double>(plane);
+      }
+    std::vector<std::vector<double>> per_path;
+    ForEachSimdPath([&] {
+      for (const char* op : {"ReduceMean", "ReduceSum"}) {
+        KernelTester t(op);
+        t.Attr("axes", {2, 3})
+            .AddInput(F32, s, x)
+            .AddOutput(F32, out, std::string(op) == "ReduceMean" ? mean : sum)
+            .Tolerance(1e-6, 1e-6)
+            .Concurrently(2, 2)
+            .Run();
+        per_path.push_back(t.RunAndGetOutput(0));
+      }
+    });
+    for (size_t i = 2; i < per_path.size(); ++i)
+      if (per_path[i] != per_path[i % 2])
+        Fail("ReduceMean/ReduceSum of " + ShapeToString(s) + ": SIMD path " + std::to_string(i / 2) +
+             " gives other bits than the portable path");
+  }
+}
+
 KERNEL_TEST(Binary_LargeBroadcast_SplitsAcrossThreads_VsReference) {
   const Shape a = {4, 64, 23, 29}, row = {29}, channel = {1, 64, 1, 1}, column = {4, 1, 23, 1};
   const auto xa = AsFloat32(RandomValues(NumElements(a), -3, 3, 11));

@@ -6,7 +6,7 @@
 // order, so the float32 kernel's result rounded once), float64, int32, int64; Max/Min also
 // int8/uint8/bool; LogSumExp float16 via the float32 kernel. Sums accumulate in
 // double (the blocked per-channel Sum/Mean of float32 in float32 batches of 64 pixels first,
-// AddBlockedRuns), Max/Min in the element type (exact for int64). An empty reduction gives the op's
+// blocked_runs.h), Max/Min in the element type (exact for int64). An empty reduction gives the op's
 // identity (0, 1, -inf for Max/LogSumExp, +inf for Min; NaN for Mean).
 //
 // The input is walked once in memory order with a BroadcastPlan whose operand is the output
@@ -22,6 +22,7 @@
 
 #include "tf_popef_op/runtime/cc/base/half.h"
 #include "tf_popef_op/runtime/cc/kernels/kernel_checks.h"
+#include "tf_popef_op/runtime/cc/kernels/reduction/blocked_runs.h"
 #include "tf_popef_op/runtime/cc/kernels/support/broadcast.h"
 #include "tf_popef_op/runtime/cc/kernels/support/fp16_adapter.h"
 #include "tf_popef_op/runtime/cc/kernels/support/fp16_pieces.h"
@@ -95,40 +96,11 @@ struct MinOp {
 };
 
 // The blocked layout's lanes: [N, C/8, H, W, 8] reduced over H and W (the squeeze-and-excite
-// means) is rows of runs of 8 into the same 8 outputs.
+// means) is rows of runs of 8 into the same 8 outputs, summed by AddBlockedRuns (blocked_runs.h).
 constexpr int64_t kBlockLanes = 8;
-// Runs of 8 summed in float32 before their total goes into the double accumulators: one float16
-// piece, so a float16 input (widened a piece at a time) takes the same steps as float32.
-constexpr int64_t kFloatBatchRuns = kHalfPiece / kBlockLanes;
-
-// acc[0..8) += the sums of lanes 0..7 over `runs` consecutive runs of 8 floats. Four 8-float
-// vector partial sums so the additions overlap (the build's baseline lowers each to two SSE
-// registers, fast enough for data the producer just left in cache); a batch of at most
-// kFloatBatchRuns runs is summed in float32 (an error of a few float32 ulps of the batch's
-// magnitude), the batches in double.
-inline void AddBlockedRuns(const float* x, int64_t runs, double* acc) {
-  typedef float F8 __attribute__((vector_size(32)));
-  auto load = [](const float* p) {
-    F8 v;
-    __builtin_memcpy(&v, p, sizeof(v));  // unaligned
-    return v;
-  };
-  for (int64_t j0 = 0; j0 < runs; j0 += kFloatBatchRuns) {
-    const int64_t m = std::min(kFloatBatchRuns, runs - j0);
-    const float* p = x + j0 * kBlockLanes;
-    F8 s0{}, s1{}, s2{}, s3{};
-    int64_t j = 0;
-    for (; j + 4 <= m; j += 4, p += 4 * kBlockLanes) {
-      s0 += load(p);
-      s1 += load(p + kBlockLanes);
-      s2 += load(p + 2 * kBlockLanes);
-      s3 += load(p + 3 * kBlockLanes);
-    }
-    for (; j < m; ++j, p += kBlockLanes) s0 += load(p);
-    const F8 t = (s0 + s1) + (s2 + s3);
-    for (int i = 0; i < kBlockLanes; ++i) acc[i] += static_cast<double>(t[i]);
-  }
-}
+// AddBlockedRuns' float32 batches are one float16 piece, so a float16 input (widened a piece at
+// a time) takes the same steps as float32.
+static_assert(kBlockedRunsFloatBatch * kBlockLanes == kHalfPiece, "a float32 batch is one float16 piece");
 
 // T: the stored element type; Op works on V = T, or float for float16 (T = uint16_t), whose
 // elements are widened a piece at a time into `piece` buffers before the loops read them.
@@ -240,12 +212,13 @@ class ReduceKernel final : public Kernel {
     const int64_t run = plan_.run_length();
     alignas(64) float piece[kHalf ? kHalfPiece : 1];
     const int64_t piece_runs = kHalf ? kHalfPiece / run : 0;
+    [[maybe_unused]] const AddBlockedRunsFn add_blocked_runs = BlockedRunsAdder();
     ForEachRunInRange(rows_, in_begin / run, in_end / run, [&](int64_t r, const std::array<int64_t, 1>& off, int64_t n) {
       Acc local[kShortRun];
       std::copy(acc + off[0], acc + off[0] + run, local);
       auto add_runs = [&](const V* xr, int64_t runs) {
         if constexpr (kPlainFloatSum) {
-          if (run == kBlockLanes) return AddBlockedRuns(xr, runs, local);
+          if (run == kBlockLanes) return add_blocked_runs(xr, runs, local);
         }
         for (int64_t j = 0; j < runs; ++j, xr += run)
           for (int64_t i = 0; i < run; ++i) local[i] = op.step(local[i], xr[i]);
