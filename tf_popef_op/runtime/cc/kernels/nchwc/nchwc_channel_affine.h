@@ -1,7 +1,7 @@
 // A 1x1 stride-1 unpadded depthwise NchwcConv is a per-channel affine, y = act(x·s + b) (the
 // pre-activation BatchNorms per_channel_affine_to_depthwise_conv turns into one): each block
 // plane is one contiguous run of pixels that a single streaming loop covers. The depthwise
-// window tiles run such a plane at ~25 GB/s on one thread; this loop at ~65 GB/s
+// window tiles run such a plane at 20-25 GB/s on one thread; this loop at 78-99 GB/s
 // (benchmarks/cc/nchwc_affine_timing.cc, DenseNet121's shapes).
 #pragma once
 
