@@ -273,12 +273,14 @@ std::vector<ConvCase> OneOfEachVariant() {
   stem.plain_input = true;
   ConvCase dw{1, 16, 16, 9, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1};
   dw.depthwise = true;
+  ConvCase affine{2, 24, 24, 6, 5, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0};  // a per-channel affine
+  affine.depthwise = true;
   ConvCase nhwc_stem{1, 3, 32, 14, 15, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1};
   nhwc_stem.channels_last = true;
   return WithPairedWeights({{1, 16, 24, 20, 20, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
                             {2, 8, 48, 9, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
                             {1, 72, 16, 5, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},  // two passes over the channels
-                            stem, dw, nhwc_stem});
+                            stem, dw, affine, nhwc_stem});
 }
 
 KERNEL_TEST(NchwcConv_Geometries_BothPaths_VsNaive) {
@@ -564,6 +566,11 @@ std::vector<ConvCase> DepthwiseWindows() {
   cases.push_back({1, 8, 8, 13, 22, 7, 3, 2, 1, 2, 1, 6, 1, 6, 1});
   cases.push_back({1, 8, 8, 13, 22, 3, 3, 1, 3, 1, 1, 1, 1, 1, 1});  // (generic: column stride 3)
   cases.push_back({1, 8, 8, 13, 22, 3, 3, 1, 1, 1, 2, 2, 2, 2, 2});  // (generic: column dilation)
+  // 1x1 unpadded: per-channel affines, the streaming planes (nchwc_channel_affine.h) of one and
+  // several chunks, two images; 1x1 padded: the generic tile
+  cases.push_back({1, 24, 24, 7, 7, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0});
+  cases.push_back({2, 16, 16, 56, 56, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0});
+  cases.push_back({1, 8, 8, 5, 6, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0});
   for (ConvCase& d : cases) d.depthwise = true;
   return cases;
 }

@@ -36,6 +36,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "tf_popef_op/runtime/cc/kernels/nchwc/nchwc_channel_affine.h"
 #include "tf_popef_op/runtime/cc/kernels/nchwc/nchwc_checks.h"
 #include "tf_popef_op/runtime/cc/kernels/nchwc/nchwc_tiles.h"
 #include "tf_popef_op/runtime/cc/kernels/support/epilogue.h"
@@ -112,6 +113,11 @@ struct NchwcConvParams {
   int64_t block_groups = 0;           // regular: ceil(M/8 / kItemBlocks); depthwise: M/8
   NchwcEpilogue epilogue;             // bias/sum pointers filled per run
   NchwcTileFns tiles;
+  // A per-channel affine (1x1 stride-1 unpadded depthwise, no Sum, activation none/Relu/Clip)
+  // streams its block planes in one loop instead of the window tiles (nchwc_channel_affine.h);
+  // null when this host's path has no such loop.
+  ChannelAffinePlanesFn<float> affine_planes = nullptr;
+  ChannelAffinePlanesFn<uint16_t> affine_planes_half = nullptr;
 };
 
 class NchwcConvKernel final : public Kernel {
@@ -158,6 +164,7 @@ class NchwcConvKernel final : public Kernel {
     const int64_t rows = p_.n * g.oh * p_.segments;  // (image, output row, segment)
     const int64_t items = rows * p_.block_groups;
     if (items == 0) return;
+    if (RunChannelAffine(x, w, e, y)) return;
     const int64_t taps = g.kh * g.kw * (p_.depthwise ? 1 : g.in_blocks * g.in_lanes);
     const int64_t item_macs = p_.segment * kNchwcBlock * taps * (p_.depthwise ? 1 : kItemBlocks);
     auto run = [&](int64_t i0, int64_t i1) {
@@ -186,6 +193,26 @@ class NchwcConvKernel final : public Kernel {
     if (p_.depthwise)
       items_per_chunk = std::min(items_per_chunk, ItemsPerChunk(p_.segment * kNchwcBlock, kStreamingGrain));
     ParallelFor(items, items_per_chunk, run);
+  }
+
+  // The per-channel affine's block planes, when this host has the loop (false: it has not).
+  template <typename AT>
+  bool RunChannelAffine(const AT* x, const float* w, const NchwcEpilogue& e, AT* y) const {
+    const NchwcGeometry& g = p_.g;
+    const int64_t planes = p_.n * g.in_blocks, values = g.ow * kNchwcBlock;
+    auto run = [&](auto fn) {
+      ParallelFor(planes, ItemsPerChunk(values, kStreamingGrain), [&](int64_t p0, int64_t p1) {
+        fn(x, w, e, y, g.in_blocks, g.ow, p0, p1);
+      });
+    };
+    if constexpr (std::is_same_v<AT, float>) {
+      if (p_.affine_planes == nullptr) return false;
+      run(p_.affine_planes);
+    } else {
+      if (p_.affine_planes_half == nullptr) return false;
+      run(p_.affine_planes_half);
+    }
+    return true;
   }
 
   // X with its pads written as zeros, one (image, block) plane per work item; returns the copy.
@@ -338,6 +365,14 @@ std::unique_ptr<Kernel> PrepareNchwcConv(const KernelSpec& spec) {
   if (g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.oh == g.h && g.ow == g.w) {
     g.w = g.ow = g.h * g.w;
     g.h = g.oh = 1;
+  }
+  using InRegister = NchwcEpilogue::InRegister;
+  if (p.depthwise && g.kh == 1 && g.kw == 1 && g.h == 1 && g.oh == 1 && g.ow == g.w && !p.has_sum &&
+      p.epilogue.post.is_identity() &&
+      (p.epilogue.in_register == InRegister::kNone || p.epilogue.in_register == InRegister::kRelu ||
+       p.epilogue.in_register == InRegister::kClip)) {
+    p.affine_planes = ChannelAffinePlanes();
+    p.affine_planes_half = ChannelAffinePlanesHalf();
   }
   p.segments = g.ow > 2 * kSegmentPixels ? (g.ow + kSegmentPixels - 1) / kSegmentPixels : 1;
   p.block_groups = p.depthwise ? g.out_blocks : (g.out_blocks + kItemBlocks - 1) / kItemBlocks;
