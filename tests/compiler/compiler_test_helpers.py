@@ -100,6 +100,23 @@ def random_feeds(model: onnx.ModelProto, seed: int = 0) -> Dict[str, np.ndarray]
     return feeds
 
 
+def check_fused_against_onnxruntime(original: onnx.ModelProto, fused: onnx.ModelProto, rtol: float) -> None:
+    """A kernel-fused model is valid ONNX, lowers, and its internal ops (run by
+    nchwc_reference_ops) give onnxruntime's outputs of the original within rtol of each output's
+    scale."""
+    from compiler.converter.pipeline import prepare_control_flow_body
+    from compiler.lowering.lower_graph import lower_graph
+    from compiler.lowering.weights import WeightStore
+    from nchwc_reference_ops import run_internal
+    onnx.checker.check_model(fused)
+    lower_graph(fused, WeightStore(), "test.onnx", prepare_body=prepare_control_flow_body)
+    feeds = random_feeds(original)
+    want, got = ort_run(original, feeds), run_internal(fused, feeds)
+    for w, g in zip(want, got):
+        w = w.astype(np.float32)
+        np.testing.assert_allclose(g.astype(np.float32), w, rtol=rtol, atol=rtol * max(1.0, float(np.abs(w).max())))
+
+
 def check_kernel_fusion_numerics(model: onnx.ModelProto, feeds: Dict[str, np.ndarray], fp16: bool = True) -> None:
     """The emulator with kernel fusion on matches onnxruntime on the (unfused) model and itself
     with kernel fusion off, in fp32 (1e-4 of the output scale) and, with `fp16`, in fp16 (2e-2).

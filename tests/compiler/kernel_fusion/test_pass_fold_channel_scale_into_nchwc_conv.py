@@ -16,8 +16,7 @@ from compiler.lowering.lower_graph import lower_graph
 from compiler.lowering.weights import WeightStore
 from compiler.onnx_graph.tensor_types import write_type
 from compiler.onnx_graph.type_inference import infer_types
-from compiler_test_helpers import F16, F32, make_model, ort_run, random_feeds
-from nchwc_reference_ops import run_internal
+from compiler_test_helpers import check_fused_against_onnxruntime, F16, F32, make_model
 
 
 def mbconv(n=2, c=8, expanded=24, squeezed=4, hw=9, dtype=F32, gate_reader=None, constant_gate=False):
@@ -75,16 +74,6 @@ def scaled_convs(model):
     return [n for n in model.graph.node if n.op_type == "NchwcConv" and len(n.input) == 5 and n.input[4]]
 
 
-def check(original, out, rtol):
-    onnx.checker.check_model(out)
-    lower_graph(out, WeightStore(), "test.onnx", prepare_body=prepare_control_flow_body)
-    feeds = random_feeds(original)
-    want, got = ort_run(original, feeds), run_internal(out, feeds)
-    for w, g in zip(want, got):
-        w = w.astype(np.float32)
-        np.testing.assert_allclose(g.astype(np.float32), w, rtol=rtol, atol=rtol * max(1.0, float(np.abs(w).max())))
-
-
 def test_the_excitation_mul_becomes_the_project_convs_input_scale():
     assert KERNEL_FUSION_PIPELINE.index("fold_channel_scale_into_nchwc_conv") > KERNEL_FUSION_PIPELINE.index(
         "to_nchwc_layout")
@@ -96,14 +85,14 @@ def test_the_excitation_mul_becomes_the_project_convs_input_scale():
     made = {o: n for n in out.graph.node for o in n.output}
     assert made[project.input[0]].name == "depthwise" and made[project.input[4]].name == "excite"
     assert project.input[3] == ""  # no Sum
-    check(model, out, 1e-4)
+    check_fused_against_onnxruntime(model, out, 1e-4)
 
 
 def test_float16_block_matches_onnxruntime_within_float16_tolerance():
     model = mbconv(n=1, dtype=F16)
     out = fused(model)
     assert len(scaled_convs(out)) == 1 and not [n for n in out.graph.node if n.op_type == "Mul"]
-    check(model, out, 1e-2)
+    check_fused_against_onnxruntime(model, out, 1e-2)
 
 
 def test_float32_folds_where_the_pixels_repay_the_weight_copies():
@@ -113,7 +102,7 @@ def test_float32_folds_where_the_pixels_repay_the_weight_copies():
     model = mbconv(hw=4)
     out = fused(model)
     assert scaled_convs(out) == [] and [n.name for n in out.graph.node if n.op_type == "Mul"] == ["excite_mul"]
-    check(model, out, 1e-4)
+    check_fused_against_onnxruntime(model, out, 1e-4)
     assert len(scaled_convs(fused(mbconv(hw=4, dtype=F16)))) == 1
 
 
@@ -122,7 +111,7 @@ def test_muls_that_do_not_fit_stay(variant):
     model = mbconv(gate_reader=None if variant == "constant-gate" else variant, constant_gate=variant == "constant-gate")
     out = fused(model)
     assert scaled_convs(out) == [] and [n.name for n in out.graph.node if n.op_type == "Mul"] == ["excite_mul"]
-    check(model, out, 1e-4)
+    check_fused_against_onnxruntime(model, out, 1e-4)
 
 
 def test_malformed_input_scale_fails_lowering_by_name():

@@ -9,14 +9,10 @@ import onnx
 import pytest
 from onnx import helper
 
-from compiler.converter.pipeline import prepare_control_flow_body
 from compiler.kernel_fusion import KERNEL_FUSION_PIPELINE, run_kernel_fusions
-from compiler.lowering.lower_graph import lower_graph
-from compiler.lowering.weights import WeightStore
 from compiler.onnx_graph.tensor_types import write_type
 from compiler.onnx_graph.type_inference import infer_types
-from compiler_test_helpers import F16, F32, make_model, ort_run, random_feeds
-from nchwc_reference_ops import run_internal
+from compiler_test_helpers import check_fused_against_onnxruntime, F16, F32, make_model
 
 
 def projection_block(n=2, hw=14, dtype=F32, k_a=1, one_reader=False):
@@ -68,16 +64,6 @@ def strides(node):
     return [list(a.ints) for a in node.attribute if a.name == "strides"][0]
 
 
-def check(original, out, rtol):
-    onnx.checker.check_model(out)
-    lower_graph(out, WeightStore(), "test.onnx", prepare_body=prepare_control_flow_body)
-    feeds = random_feeds(original)
-    want, got = ort_run(original, feeds), run_internal(out, feeds)
-    for w, g in zip(want, got):
-        w = w.astype(np.float32)
-        np.testing.assert_allclose(g.astype(np.float32), w, rtol=rtol, atol=rtol * max(1.0, float(np.abs(w).max())))
-
-
 def test_both_strided_convs_read_one_subsample_as_stride_1():
     assert (KERNEL_FUSION_PIPELINE.index("to_nchwc_layout") < KERNEL_FUSION_PIPELINE.index("share_strided_subsample")
             < KERNEL_FUSION_PIPELINE.index("to_winograd_conv"))
@@ -93,7 +79,7 @@ def test_both_strided_convs_read_one_subsample_as_stride_1():
     assert strides(a) == strides(s) == [1, 1]
     order = [n.name for n in out.graph.node]
     assert order.index(step.name) < min(order.index("a"), order.index("s"))
-    check(model, out, 1e-4)
+    check_fused_against_onnxruntime(model, out, 1e-4)
 
 
 @pytest.mark.parametrize("hw", [13, 28])
@@ -102,14 +88,14 @@ def test_odd_and_wide_planes(hw):
     model = projection_block(n=1, hw=hw)
     out = fused(model)
     assert len(subsample_steps(out)) == 1
-    check(model, out, 1e-4)
+    check_fused_against_onnxruntime(model, out, 1e-4)
 
 
 def test_float16_block_matches_onnxruntime_within_float16_tolerance():
     model = projection_block(n=1, dtype=F16)
     out = fused(model)
     assert len(subsample_steps(out)) == 1 and strides(conv_named(out, "s")) == [1, 1]
-    check(model, out, 1e-2)
+    check_fused_against_onnxruntime(model, out, 1e-2)
 
 
 @pytest.mark.parametrize("variant", ["one reader", "3x3 reader"])
@@ -120,5 +106,5 @@ def test_readers_that_do_not_share_a_subsample_stay(variant):
     out = fused(model)
     assert subsample_steps(out) == []
     assert strides(conv_named(out, "a" if variant == "one reader" else "s")) == [2, 2]
-    check(model, out, 1e-4)
+    check_fused_against_onnxruntime(model, out, 1e-4)
 
