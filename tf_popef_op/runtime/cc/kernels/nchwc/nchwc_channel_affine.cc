@@ -63,19 +63,21 @@ TFPOPEF_TARGET_END()
 namespace tfpopef {
 namespace kernels {
 
-ChannelAffinePlanesFn<float> ChannelAffinePlanes() {
+namespace {
+
+// The loop for this host's SIMD path: the AVX2 one (also on the AVX-512 path), else none.
+template <typename AT>
+ChannelAffinePlanesFn<AT> PlanesForActivePath() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  if (vmath::ActivePath() != vmath::SimdPath::kPortable) return Dispatch<float>;
+  if (vmath::UsesAvx2(vmath::ActivePath())) return Dispatch<AT>;
 #endif
   return nullptr;
 }
 
-ChannelAffinePlanesFn<uint16_t> ChannelAffinePlanesHalf() {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  if (vmath::ActivePath() != vmath::SimdPath::kPortable) return Dispatch<uint16_t>;
-#endif
-  return nullptr;
-}
+}  // namespace
+
+ChannelAffinePlanesFn<float> ChannelAffinePlanes() { return PlanesForActivePath<float>(); }
+ChannelAffinePlanesFn<uint16_t> ChannelAffinePlanesHalf() { return PlanesForActivePath<uint16_t>(); }
 
 }  // namespace kernels
 }  // namespace tfpopef

@@ -5,9 +5,6 @@
 #include "tf_popef_op/runtime/cc/kernels/reduction/blocked_runs.h"
 #include "tf_popef_op/runtime/cc/kernels/support/vector_math.h"
 
-// The vector type is internal to the loop, so the ABI note about it does not concern any caller.
-#pragma GCC diagnostic ignored "-Wpsabi"
-
 namespace tfpopef {
 namespace kernels {
 
