@@ -97,17 +97,31 @@ inline void Fail(const std::string& message) { CurrentFailures().push_back(messa
                                        ": expected " #cond);                                   \
   } while (0)
 
-// Runs every registered case whose name contains argv[1] (if given); "-v" prints the error
-// messages of error cases too. Returns the process exit code.
+// Runs every registered case whose name contains the filter argument (if given); "-v" prints
+// the error messages of error cases too; "--shard=I/N" runs every N-th matching case from the
+// I-th on, so N processes can share the cases. Returns the process exit code.
 inline int RunAllTests(int argc, char** argv) {
   std::string filter;
+  int shard = 0, shards = 1;
   for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "-v") Verbose() = true;
-    else filter = argv[i];
+    const std::string arg = argv[i];
+    if (arg == "-v") {
+      Verbose() = true;
+    } else if (arg.rfind("--shard=", 0) == 0) {
+      if (std::sscanf(arg.c_str(), "--shard=%d/%d", &shard, &shards) != 2 || shards < 1 || shard < 0 ||
+          shard >= shards) {
+        std::printf("bad %s: expected --shard=I/N with 0 <= I < N\n", arg.c_str());
+        return 2;
+      }
+    } else {
+      filter = arg;
+    }
   }
   int run = 0, failed = 0;
+  int matched = 0;
   for (const TestCase& t : AllTests()) {
     if (!filter.empty() && t.name.find(filter) == std::string::npos) continue;
+    if (matched++ % shards != shard) continue;
     CurrentFailures().clear();
     try {
       t.body();
