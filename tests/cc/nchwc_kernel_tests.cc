@@ -664,6 +664,9 @@ KERNEL_TEST(NchwcMaxPool_EveryPath_Float32AndFloat16_VsNaive) {
       {2, 16, 14, 14, 1, 1, 2, 2, 0, 0, 0, 0, false},         // 1x1/2: a subsample, copied
       {1, 8, 13, 11, 1, 1, 2, 3, 0, 0, 0, 0, false},          // ... odd sides, unequal strides
       {1, 8, 6, 6, 1, 1, 2, 2, 1, 1, 1, 1, false, true},      // 1x1 with zero pads: not a subsample
+      {1, 16, 15, 17, 3, 3, 2, 2, 0, 0, 0, 0, false},         // InceptionV3's reductions: every window row inside
+      {1, 8, 8, 10, 3, 3, 2, 2, 0, 0, 0, 0, true},            // ... with ceil_mode's clipped last row and column
+      {1, 8, 9, 11, 3, 3, 1, 1, 1, 1, 1, 1, false},           // 3x3/1 sliding rows, full and clipped
   };
   uint32_t seed = 14000;
   ForEachSimdPath([&] {
@@ -732,6 +735,10 @@ KERNEL_TEST(NchwcAveragePool_EveryPath_Float32AndFloat16_VsNaive) {
       {2, 8, 8, 8, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, true, false},    // ceil_mode at stride 1 (no extra column)
       {1, 8, 4, 40, 2, 17, 1, 1, 1, 1, 0, 8, 0, 8, false, false}, // wider than the two-pass buffer: direct
       {2, 16, 14, 13, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, false, false}, // 1x1/2: a subsample, copied
+      {1, 16, 11, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true},  // 3x3/1 'same', count_include_pad
+      {1, 8, 10, 9, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0, false, false},   // 3x3/2 sliding rows, all windows inside
+      {1, 8, 10, 9, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0, true, true},     // ... ceil_mode: clipped last row and column
+      {1, 8, 12, 12, 3, 3, 1, 1, 2, 1, 1, 1, 1, 1, false, true},   // dilated rows at a 3x3/1 sliding row
   };
   uint32_t seed = 16000;
   ForEachSimdPath([&] {
