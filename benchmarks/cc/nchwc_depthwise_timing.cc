@@ -1,6 +1,7 @@
 // Times the NCHWc depthwise row function (kernels/nchwc/nchwc_depthwise_tiles.inc) over whole
 // layers of EfficientNetB0, ConvNeXtTiny and MobileNetV2 (224 input), one thread, on the
-// AVX-512 build of the tiles; bias + Relu in registers; best of `reps` passes per layer.
+// AVX-512 build of the tiles; bias + Relu (or the swish) in registers; best of `reps` passes per
+// layer; a last argument keeps only the layers whose name contains it.
 // Build against a checkout's sources, or against another build's object of the tiles to time
 // that build (e.g. main's CMake object), then run the two binaries alternately:
 //
@@ -8,11 +9,12 @@
 //   K=tf_popef_op/runtime/cc/kernels
 //   g++ -std=c++17 -O3 -I. -I$INC -pthread benchmarks/cc/nchwc_depthwise_timing.cc \
 //       $K/nchwc/nchwc_tiles_avx512.cc $K/support/vector_math.cc $K/support/vector_math_avx2.cc -o dw_new
-//   ./dw_new [batch=1] [reps=5] [f32|f16]
+//   ./dw_new [batch=1] [reps=5] [f32|f16] [relu|swish] [layer name part, e.g. "32@112"]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "tf_popef_op/runtime/cc/kernels/nchwc/nchwc_tiles.h"
@@ -44,9 +46,12 @@ int main(int argc, char** argv) {
   const int batch = argc > 1 ? std::atoi(argv[1]) : 1;
   const int reps = argc > 2 ? std::atoi(argv[2]) : 5;
   const bool half = argc > 3 && argv[3][0] == 'f' && argv[3][1] == '1';
+  const bool swish = argc > 4 && argv[4][0] == 's';
+  const char* only = argc > 5 ? argv[5] : nullptr;
   const NchwcTileFns& tiles = kNchwcAvx512Tiles;
   double total = 0;
   for (const Layer& l : kLayers) {
+    if (only != nullptr && std::strstr(l.name, only) == nullptr) continue;
     NchwcGeometry g;
     g.in_blocks = g.out_blocks = l.c / kNchwcBlock;
     g.h = g.w = l.hw;
@@ -62,7 +67,8 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 7) * 0.1f;
     NchwcEpilogue e;
     e.bias = b.data();
-    e.in_register = NchwcEpilogue::InRegister::kRelu;
+    e.in_register = swish ? NchwcEpilogue::InRegister::kSwish : NchwcEpilogue::InRegister::kRelu;
+    e.lo = 1.0f;  // the swish's x·σ(lo·x)
     double best = 1e30;
     for (int r = 0; r < reps; ++r) {
       const auto start = std::chrono::steady_clock::now();

@@ -549,7 +549,7 @@ KERNEL_TEST(NchwcConv_Float16_InRegisterActivations_NoWidenedCopies) {
 // Depthwise windows 3, 5 and 7 wide (the compile-time tiles) at strides 1 and 2, plus one each
 // of what they leave to the generic tile: rows narrower than, equal to and longer than a tile
 // (7 pixels), odd sizes, one- and two-sided and wider-than-window pads, non-square windows,
-// row dilation, batch 2.
+// row dilation, batch 2, rows longer than two float16 pieces.
 std::vector<ConvCase> DepthwiseWindows() {
   std::vector<ConvCase> cases;
   for (int64_t k : {3, 5, 7})
@@ -562,6 +562,7 @@ std::vector<ConvCase> DepthwiseWindows() {
       cases.push_back({1, 8, 8, 12, 23, k, k, s, s, 1, 1, 0, 0, 0, 0});
       cases.push_back({1, 8, 8, 9, 9, k, k, s, s, 1, 1, k, k + 1, k, k - 1});
     }
+  cases.push_back({1, 16, 16, 3, 121, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1});  // rows of 3 float16 pieces (56 pixels)
   cases.push_back({1, 8, 8, 13, 22, 1, 5, 1, 1, 1, 1, 0, 2, 0, 2});
   cases.push_back({1, 8, 8, 13, 22, 7, 3, 2, 1, 2, 1, 6, 1, 6, 1});
   cases.push_back({1, 8, 8, 13, 22, 3, 3, 1, 3, 1, 1, 1, 1, 1, 1});  // (generic: column stride 3)
@@ -593,6 +594,41 @@ KERNEL_TEST(NchwcConv_DepthwiseWindows_Float16_BitIdenticalToFloat32RoundedOnce)
       RunConvFloat16AgainstFloat32(k, Epi{"Relu", {}, true, true}, seed += 4);
       RunConvFloat16AgainstFloat32(k, Epi{"Swish", {1.0}, true, false}, seed += 4);
     }
+  });
+}
+
+// A depthwise step's Sigmoid and Swish (the AVX-512 build applies them on 16 lanes over each
+// finished float32 row, the other builds in the tiles) give the bits of the step without an
+// activation followed by vector_math's Sigmoid or Swish on the same path: odd and even rows,
+// rows of one and several float16 pieces (56 pixels), 3x3 and 5x5 windows, with a Sum.
+KERNEL_TEST(NchwcConv_DepthwiseSigmoid_EveryPath_BitIdenticalToVectorMath) {
+  uint32_t seed = 19500;
+  ForEachSimdPath([&] {
+    for (const ConvCase& k : DepthwiseWindows())
+      for (const bool swish : {false, true})
+        for (const bool sum : {false, true}) {
+          // (Without a Sum a plain 1x1 unpadded step runs the per-channel affine loop, whose
+          // multiply-add may round once: not the tiles' bits. With one it runs the tiles.)
+          if (!sum && k.kh == 1 && k.kw == 1) continue;
+          const Epi plain{"", {}, true, sum}, act = swish ? Epi{"Swish", {1.0}, true, sum} : Epi{"Sigmoid", {}, true, sum};
+          const std::vector<int64_t> y_shape = {k.n, k.m / B, k.oh(), k.ow(), B};
+          const std::vector<double> zeros(static_cast<size_t>(k.n * k.m * k.oh() * k.ow()));
+          std::vector<double> naive;
+          const std::vector<double> linear =
+              ConvTester(k, plain, seed, F32, F32, &naive).AddOutput(F32, y_shape, zeros).RunAndGetOutput(0);
+          std::vector<float> v(linear.begin(), linear.end()), expected(v.size());
+          if (swish) kernels::vmath::Swish(v.data(), expected.data(), static_cast<int64_t>(v.size()));
+          else kernels::vmath::Sigmoid(v.data(), expected.data(), static_cast<int64_t>(v.size()));
+          const size_t failures = CurrentFailures().size();
+          ConvTester(k, act, seed, F32, F32, &naive)
+              .AddOutput(F32, y_shape, std::vector<double>(expected.begin(), expected.end()))
+              .Tolerance(0, 0)
+              .Run();
+          for (size_t i = failures; i < CurrentFailures().size(); ++i)
+            CurrentFailures()[i] = Describe(k, act, F32) + (sum ? " with sum" : "") +
+                                   " vs vector_math after the plain step: " + CurrentFailures()[i];
+          seed += 5;
+        }
   });
 }
 
