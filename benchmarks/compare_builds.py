@@ -2,7 +2,7 @@
 checkout compiles its own PopEFs from the same cached ONNX exports (benchmarks/.cache, written
 by `bench_models.py --parts compile`), then one process per checkout times every cell in a
 block (untimed warm-up runs, then timed runs; median), the two checkouts' processes
-alternating for several rounds. Two runtimes cannot share a process (one extension module
+alternating for several rounds (which one goes first swaps every round). Two runtimes cannot share a process (one extension module
 name), so blocks in alternating processes are how they share the machine's noise.
 
     .venv/bin/python benchmarks/compare_builds.py OLD_CHECKOUT NEW_CHECKOUT [--rounds 3] \
@@ -111,8 +111,10 @@ def main():
     for checkout, tag in tags.items():
         _run(checkout, "--out", args.out, *models, "--worker", "compile", tag)
     rounds = {c: [] for c in args.checkouts}
-    for _ in range(args.rounds):
-        for checkout, tag in tags.items():
+    for r in range(args.rounds):
+        # Which checkout runs first swaps every round: the second process of a round was
+        # measured slower on unchanged code (up to 1.13x), which would bias one side.
+        for checkout, tag in list(tags.items())[::1 if r % 2 == 0 else -1]:
             rounds[checkout].append(json.loads(_run(
                 checkout, "--out", args.out, "--warmup", str(args.warmup), "--runs", str(args.runs), *models,
                 "--worker", "time", tag)))

@@ -81,8 +81,8 @@ def main():
         parser.error("give OLD_CHECKOUT NEW_CHECKOUT MODEL.popef and --onnx")
     checkouts, popef = args.paths[:2], os.path.abspath(args.paths[2])
     rounds = {c: [] for c in checkouts}
-    for _ in range(args.rounds):
-        for checkout in checkouts:
+    for r in range(args.rounds):
+        for checkout in checkouts[::1 if r % 2 == 0 else -1]:  # first place swaps: see compare_builds.py
             command = [sys.executable, os.path.abspath(__file__), "--worker", popef, "--runs", str(args.runs)]
             out = subprocess.run(command, cwd=checkout, env=dict(os.environ, PYTHONPATH=checkout),
                                  capture_output=True, text=True)
