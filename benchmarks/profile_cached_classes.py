@@ -1,16 +1,20 @@
-"""Our per-op-class profile (op_profiles.modelrunner_by_op) of a cached PopEF, for comparing two
-runtimes on the same PopEF: run it from each checkout in turn, e.g.
+"""Our profile of a cached PopEF, for comparing two runtimes on the same PopEF: run it from each
+checkout in turn (the working directory's runtime is the one measured), e.g.
 
     for i in 1 2 3; do for c in /work/main .; do (cd $c && PYTHONPATH=$PWD \\
         .venv/bin/python <this checkout>/benchmarks/profile_cached_classes.py efficientnet_b0 1 --iters 20); done; done
 
 MODEL is the export name in benchmarks/.cache (the part before the first '-'); the PopEF read is
 <export>-b<BATCH>-<precision>.popef there, as bench_models.py --parts compile wrote it. Prints
-the profiled run and each class's ms per run."""
+the profiled run and each op class's ms per run (op_profiles.modelrunner_by_op); with
+`--steps OP [OP ...]`, one JSON line instead: the median profiled run and each step of those op
+types' median µs over the runs (after one warm-up run)."""
 import argparse
 import copy
 import glob
+import json
 import os
+import statistics
 import sys
 
 import numpy as np
@@ -21,22 +25,44 @@ sys.path.insert(0, os.path.join(os.getcwd(), "benchmarks"))
 import op_profiles  # noqa: E402
 
 
+def step_times(runner, ops, iters: int) -> dict:
+    """The median profiled run and each `ops` step's median µs, keyed 'op|node'."""
+    (anchor,) = runner.get_execute_inputs()
+    feed = {anchor.name: np.random.default_rng(0).standard_normal(anchor.shape).astype(anchor.numpy_data_type())}
+    outs = {o.name: np.zeros(o.shape, o.numpy_data_type()) for o in runner.get_execute_outputs()}
+    runner.execute(feed, outs)
+    steps, runs = {}, []
+    for _ in range(iters):
+        runner.reset_profile()
+        runner.execute(feed, outs)
+        runs.append(runner.profile_summary()["run_us"])
+        for e in runner.profile():
+            if e["op"] in ops:
+                steps.setdefault(f"{e['op']}|{e['node']}", []).append(e["total_us"])
+    return {"run_us": statistics.median(runs),
+            "steps_us": {name: statistics.median(us) for name, us in steps.items()}}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("model")
     parser.add_argument("batch", type=int)
     parser.add_argument("--iters", type=int, default=10)
     parser.add_argument("--precision", default="fp32", choices=["fp32", "fp16"])
+    parser.add_argument("--steps", nargs="+", metavar="OP", help="time each step of these op types instead")
     args = parser.parse_args()
     from compiler import Executable
     from compiler.converter import Converter
-    from tf_popef_op.runtime import ModelRunner
+    from tf_popef_op.runtime import ModelRunner, RuntimeConfig
     cache = os.path.join("benchmarks", ".cache")
     exports = sorted(glob.glob(os.path.join(cache, f"{args.model}-*.onnx")))
     if not exports:
         raise SystemExit(f"no ONNX export of {args.model} in {cache}")
-    converted = Converter(batch_size=args.batch, precision="fp32").convert(copy.deepcopy(onnx.load(exports[0])))
     executable = Executable.load(f"{exports[0][:-len('.onnx')]}-b{args.batch}-{args.precision}.popef")
+    if args.steps:
+        print(json.dumps(step_times(ModelRunner(executable, RuntimeConfig(profile=True)), args.steps, args.iters)))
+        return
+    converted = Converter(batch_size=args.batch, precision="fp32").convert(copy.deepcopy(onnx.load(exports[0])))
     (anchor,) = ModelRunner(executable).get_execute_inputs()
     x = np.random.default_rng(0).standard_normal(anchor.shape).astype(np.float32)
     profile = op_profiles.modelrunner_by_op(executable, x, args.iters, converted)
