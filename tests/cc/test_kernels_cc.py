@@ -5,7 +5,8 @@ The harness links the built libtfpopef_runtime.so, so it tests the shipped -O3 k
 SIMD path (the cases switch paths through the environment) and compiles only the test files.
 Include paths come from the Python packages (nlohmann_json, scipy_openblas32). A library older
 than a runtime source fails the build with the command that rebuilds it. Objects are compiled
-two at a time (the CI machine has 2 cores) at -O1 with a precompiled nlohmann/json header.
+two at a time (the CI machine has 2 cores) at -O1 with a precompiled nlohmann/json header, and
+the cases run as two processes, each every second case (`--shard=I/N`).
 """
 
 import os
