@@ -8,7 +8,8 @@
 //   INC=$(.venv/bin/python -c "import nlohmann_json; print(nlohmann_json.get_include())")
 //   K=tf_popef_op/runtime/cc/kernels
 //   g++ -std=c++17 -O3 -I. -I$INC -pthread benchmarks/cc/nchwc_depthwise_timing.cc \
-//       $K/nchwc/nchwc_tiles_avx512.cc $K/support/vector_math.cc $K/support/vector_math_avx2.cc -o dw_new
+//       $K/nchwc/nchwc_tiles_avx512.cc $K/support/vector_math.cc $K/support/vector_math_avx2.cc \
+//       $K/support/vector_math_avx512.cc $K/support/fp16_convert.cc -o dw_new
 //   ./dw_new [batch=1] [reps=5] [f32|f16] [relu|swish] [layer name part, e.g. "32@112"]
 #include <algorithm>
 #include <chrono>
