@@ -22,7 +22,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
@@ -64,11 +63,8 @@ def layer_model(c, hw, m, with_sum, batch):
 
 
 def ours_step_us(runner, feeds, iters):
-    for _ in range(2):
-        runner.execute(feeds)
-    runner.reset_profile()
-    for _ in range(iters):
-        runner.execute(feeds)
+    from profile_model import profiled_runs
+    profiled_runs(runner, feeds, iters, warmup=2)
     convs = [e for e in runner.profile() if e["op"] == "NchwcConv"]
     if len(convs) != 1:
         raise RuntimeError(f"expected one NchwcConv step, got {[(e['op'], e['node']) for e in runner.profile()]}")
@@ -76,18 +72,8 @@ def ours_step_us(runner, feeds, iters):
 
 
 def ort_node_us(model, feeds, threads, iters):
-    import onnxruntime as ort
-    from compare_layers import ort_node_times
-    from onnxruntime_peer import cpu_session
-    with tempfile.TemporaryDirectory() as tmp:
-        session = cpu_session(model, threads, ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
-                              profile_prefix=os.path.join(tmp, "ort"))
-        for _ in range(2):
-            session.run(None, feeds)
-        for _ in range(iters):
-            session.run(None, feeds)
-        with open(session.end_profiling()) as f:
-            times = ort_node_times(json.load(f))
+    from compare_layers import profile_onnxruntime
+    times = profile_onnxruntime(model, feeds, threads, "all", iters, warmup=2)
     convs = [t["us"] for t in times.values() if "Conv" in t["op"]]
     if len(convs) != 1:
         raise RuntimeError(f"expected one onnxruntime convolution node, got {times}")

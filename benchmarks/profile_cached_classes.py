@@ -27,8 +27,8 @@ import op_profiles  # noqa: E402
 
 def step_times(runner, ops, iters: int) -> dict:
     """The median profiled run and each `ops` step's median µs, keyed 'op|node'."""
-    (anchor,) = runner.get_execute_inputs()
-    feed = {anchor.name: np.random.default_rng(0).standard_normal(anchor.shape).astype(anchor.numpy_data_type())}
+    from profile_model import random_feeds
+    feed = random_feeds(runner, None, np.random.default_rng(0))
     outs = {o.name: np.zeros(o.shape, o.numpy_data_type()) for o in runner.get_execute_outputs()}
     runner.execute(feed, outs)
     steps, runs = {}, []
