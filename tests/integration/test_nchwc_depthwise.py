@@ -30,7 +30,7 @@ CASES = {
     "k7_s1_7": ((2, 16, 7, 7), 7, 1, [3, 3, 3, 3], "none"),
     "k7_s1_odd": ((1, 16, 19, 23), 7, 1, [3, 3, 3, 3], "none"),
     "k7_s2": ((1, 16, 20, 20), 7, 2, [3, 3, 3, 3], "relu6"),
-    # EfficientNetB0's block1a depthwise (32 channels at 112x112, swish), and batch 8
+    # EfficientNetB0's block1a depthwise (its 112x112 rows and swish, 16 of its 32 channels), and batch 8
     "k3_s1_112_block1a": ((1, 16, 112, 112), 3, 1, [1, 1, 1, 1], "swish"),
     "k3_s1_56_b8": ((8, 8, 56, 56), 3, 1, [1, 1, 1, 1], "swish"),
 }
