@@ -57,6 +57,9 @@ const Variant kVariants[] = {
     {true, 2.0f, true, 0.5f, true, "GeluErf"},
     {false, 1.0f, true, 1.0f, false, "Relu"},
     {true, -0.75f, false, 1.0f, true, "Clip", {-0.5, 0.5}},
+    // bias and sum with no activation (a residual down-projection): the tiles' additions alone
+    {false, 1.0f, true, 1.0f, true, ""},
+    {false, 1.0f, true, 1.0f, false, ""},
 };
 
 kernels::Epilogue MakeEpilogue(const Variant& v) {

@@ -142,7 +142,7 @@ class AttentionKernel final : public Kernel {
       const int64_t tr = std::min(tiles_.rows, rows - r);
       for (int64_t c0 = 0; c0 < s_.kv_len; c0 += pw) {
         const int64_t width = std::min(pw, kv_ld_ - c0), cols = std::min(width, s_.kv_len - c0);
-        tiles_.tile(tr, cols, d, q + r * ldq, ldq, kt + d * c0, width, scores + r * kv_ld_ + c0, kv_ld_, false);
+        tiles_.tile(tr, cols, d, q + r * ldq, ldq, kt + d * c0, width, scores + r * kv_ld_ + c0, kv_ld_, false, nullptr);
       }
     }
     // exp(x − max) in place (x = Q·(scale·K)ᵀ); 1/Σ kept for the output rows
@@ -166,7 +166,7 @@ class AttentionKernel final : public Kernel {
       for (int64_t c0 = 0; c0 < dv; c0 += pw) {
         const int64_t width = std::min(pw, v_ld_ - c0), cols = std::min(width, dv - c0);
         tiles_.tile(tr, cols, s_.kv_len, scores + r * kv_ld_, kv_ld_, v + s_.kv_len * c0, width, y + r * ldy + c0, ldy,
-                    false);
+                    false, nullptr);
       }
     }
     for (int64_t r = 0; r < rows; ++r) {

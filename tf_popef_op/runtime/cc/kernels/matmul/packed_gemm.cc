@@ -61,7 +61,6 @@ void RunPackedGemm(const PackedGemmTileFns& tiles, const PackedGemmArgs<T>& args
   const int64_t m = args.m, n = b.n, k = b.k, rows = tiles.rows;
   const int64_t strips = (m + rows - 1) / rows;
   const int64_t blocks = (n + kPackedGemmBlockColumns - 1) / kPackedGemmBlockColumns;
-  const bool finish = args.bias != nullptr || args.sum != nullptr || !args.epilogue.is_identity();
   // A thread's buffers, reused over the units it runs.
   struct Buffers {
     alignas(64) float a_strip[kHalf ? kMaxTileRows * kPackedGemmBlockDepth : 1];  // float16 A, widened
@@ -95,29 +94,30 @@ void RunPackedGemm(const PackedGemmTileFns& tiles, const PackedGemmArgs<T>& args
       buf.bias_block_at = c0;
       bias = buf.bias_block;
     }
-    // Bias, sum and activation of strip s (and float16's narrowing) once its last K block is in.
+    // The tiles add bias and (float32) sum as they store the last K block; what is left of the
+    // epilogue, per row of strip s once that block is in: float16's sum (widened a row at a
+    // time), the activation, float16's narrowing.
+    const bool sum_in_tile = !kHalf && args.sum != nullptr;
+    const bool finish_rows = kHalf || (args.sum != nullptr && !sum_in_tile) || !args.epilogue.is_identity();
     auto finish_strip = [&](int64_t s, int64_t nr) {
-      if (!finish && !kHalf) return;
+      if (!finish_rows) return;
       for (int64_t r = 0; r < nr; ++r) {
         float* row = dst_of(s) + r * ldd;
         const int64_t at = c_at(s) + r * args.ldc;
-        if (finish) {
-          const float* sum = nullptr;
+        const float* sum = nullptr;
+        if constexpr (kHalf) {
           if (args.sum != nullptr) {
-            if constexpr (kHalf) {
-              WidenHalfToFloat(args.sum + at, buf.sum_row, cols);
-              sum = buf.sum_row;
-            } else {
-              sum = args.sum + at;
-            }
+            WidenHalfToFloat(args.sum + at, buf.sum_row, cols);
+            sum = buf.sum_row;
           }
-          args.epilogue.Apply(row, cols, 0.0f, bias, sum);
         }
+        args.epilogue.Apply(row, cols, 0.0f, nullptr, sum);
         if constexpr (kHalf) NarrowFloatToHalf(row, args.c + at, cols);
       }
     };
     for (int64_t p0 = 0; p0 < k; p0 += kPackedGemmBlockDepth) {
       const int64_t depth = std::min(kPackedGemmBlockDepth, k - p0);
+      const bool last = p0 + depth == k;
       for (int64_t s = s0; s < s1; ++s) {
         const int64_t nr = std::min(rows, m - s * rows);
         const T* a_rows = a_batch + s * rows * args.lda;
@@ -133,12 +133,24 @@ void RunPackedGemm(const PackedGemmTileFns& tiles, const PackedGemmArgs<T>& args
           lda = args.lda;
         }
         float* dst = dst_of(s);
+        PackedGemmTileAdd add;
+        if (last) {
+          add.bias = bias;
+          if constexpr (!kHalf) {
+            if (sum_in_tile) add.sum = args.sum + c_at(s);
+          }
+          add.ldsum = args.ldc;
+        }
+        const bool adds = add.bias != nullptr || add.sum != nullptr;
         for (int64_t j0 = c0; j0 < c0 + cols; j0 += b.panel_width) {
           const int64_t width = b.stored_width(j0);
+          PackedGemmTileAdd panel_add = add;
+          if (add.bias != nullptr) panel_add.bias += j0 - c0;
+          if (add.sum != nullptr) panel_add.sum += j0 - c0;
           tiles.tile(nr, std::min(width, n - j0), depth, a, lda, panels + j0 * k + p0 * width, width,
-                     dst + (j0 - c0), ldd, p0 > 0);
+                     dst + (j0 - c0), ldd, p0 > 0, adds ? &panel_add : nullptr);
         }
-        if (p0 + depth == k) finish_strip(s, nr);
+        if (last) finish_strip(s, nr);
       }
     }
   };

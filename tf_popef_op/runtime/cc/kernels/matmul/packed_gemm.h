@@ -16,6 +16,9 @@
 // block in groups of up to kPackedGemmGroupStrips, K block by K block, so each K block of the
 // column block's packed B is read from L2 by every strip of the group (with K > 512, a whole
 // column block of B is 768 KiB-3 MiB and would otherwise be re-read from L3 by every strip).
+// The tiles add bias and (float32) sum while the last K block's C is in registers; the
+// activation (and float16's sum and narrowing) then runs on each row of the strip while it is
+// in L1.
 #pragma once
 
 #include <cstdint>

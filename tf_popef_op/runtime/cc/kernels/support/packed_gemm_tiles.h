@@ -15,6 +15,15 @@
 namespace tfpopef {
 namespace kernels {
 
+// What a tile adds to C as it stores its last K block, while C is still in registers (instead of
+// a second pass over the rows): bias[j] (the tile's columns; null: none) and sum[r·ldsum + j]
+// (null: none).
+struct PackedGemmTileAdd {
+  const float* bias = nullptr;
+  const float* sum = nullptr;
+  int64_t ldsum = 0;
+};
+
 struct PackedGemmTileFns {
   int64_t rows;         // A rows per tile (the most `tile` takes)
   int64_t lanes;        // floats per vector: panel widths are multiples of it
@@ -22,8 +31,9 @@ struct PackedGemmTileFns {
   // C[r·ldc + j] = (accumulate ? C[r·ldc + j] : 0) + Σ_p a[r·lda + p] · b[p·width + j] for
   // r < rows (1..this->rows), j < cols; width is the panel's stored width (a multiple of lanes,
   // at most panel_width) and cols <= width the columns of it that exist (the rest is padding).
+  // add (or null): bias and sum added to that, C[r·ldc + j] + bias[j] + sum[r·ldsum + j].
   void (*tile)(int64_t rows, int64_t cols, int64_t k, const float* a, int64_t lda, const float* b, int64_t width,
-               float* c, int64_t ldc, bool accumulate);
+               float* c, int64_t ldc, bool accumulate, const PackedGemmTileAdd* add);
 };
 
 // The build for this host's SIMD path (vector_math.h's ActivePath, TF_POPEF_SIMD).
