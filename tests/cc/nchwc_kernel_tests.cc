@@ -304,10 +304,10 @@ KERNEL_TEST(NchwcConv_Epilogues_BothPaths_VsNaive) {
   });
 }
 
-// 1x1 over 64 and 128 input channels (ResNet50's and the inverted residuals' short-K layers):
-// the paired tile's inline finishes (bias or none, Sum or none, Relu, Clip or none) and the
-// out-of-line one (sigmoid family, a second pass), every tile width and pair count, float32
-// and float16.
+// 1x1 over 64 and 128 input channels (ResNet50's and the inverted residuals' short-K layers,
+// where a tile's finish is a large part of its work): bias or none, Sum or none, no
+// activation, Relu, Clip, the sigmoid family; tiles of 6 and 5 pixels, 4 to 1 pairs and the
+// unpaired blocks, two passes over the input channels; float32 and float16.
 KERNEL_TEST(NchwcConv_ShortKPointwise_EveryEpilogue_VsNaive) {
   const Epi epilogues[] = {
       {"", {}, false, false},      {"", {}, true, true},         {"Relu", {}, true, false},
