@@ -14,6 +14,7 @@
 //       $K/support/fp16_convert.cc $K/support/thread_pool.cc -o pw_new
 //   ./pw_new [batch=1] [reps=5] [f32|f16] [pass KB=128] [segment pixels=192] [item blocks=8] [layer|all]
 //       [balance=1] [subsample=1] [schedule T] [stream=0] [sum=0] [inplace=0]
+//   PW_LAYERS="64,56,256;64,14,256" ./pw_new ...   (other stride-1 shapes: C,HW,M each)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -83,7 +84,20 @@ int main(int argc, char** argv) {
   const bool in_place = with_sum && argc > 14 && std::atoi(argv[14]) != 0;
   const NchwcTileFns& tiles = kNchwcAvx512Tiles;
   double total_s = 0, total_flops = 0;
-  for (const Layer& l : kLayers) {
+  // PW_LAYERS="C,HW,M;C,HW,M": time these stride-1 shapes instead of the list above (up to 16).
+  std::vector<Layer> layers(std::begin(kLayers), std::end(kLayers));
+  static char names[16][32];
+  if (const char* spec = std::getenv("PW_LAYERS")) {
+    layers.clear();
+    int c, hw, m;
+    for (const char* s = spec; s != nullptr && layers.size() < 16 && std::sscanf(s, "%d,%d,%d", &c, &hw, &m) == 3;) {
+      std::snprintf(names[layers.size()], sizeof(names[0]), "%d->%d @%d", c, m, hw);
+      layers.push_back({names[layers.size()], c, hw, m, 1});
+      s = std::strchr(s, ';');
+      if (s != nullptr) ++s;
+    }
+  }
+  for (const Layer& l : layers) {
     if (only != nullptr && std::strstr(l.name, only) == nullptr) continue;
     NchwcGeometry g;
     g.in_blocks = (l.c + 7) / 8;

@@ -304,6 +304,32 @@ KERNEL_TEST(NchwcConv_Epilogues_BothPaths_VsNaive) {
   });
 }
 
+// 1x1 over 64 and 128 input channels (ResNet50's and the inverted residuals' short-K layers,
+// where a tile's finish is a large part of its work): bias or none, Sum or none, no
+// activation, Relu, Clip, the sigmoid family; tiles of 6 and 5 pixels, 4 to 1 pairs and the
+// unpaired blocks, two passes over the input channels; float32 and float16.
+KERNEL_TEST(NchwcConv_ShortKPointwise_EveryEpilogue_VsNaive) {
+  const Epi epilogues[] = {
+      {"", {}, false, false},      {"", {}, true, true},         {"Relu", {}, true, false},
+      {"Relu", {}, true, true},    {"Clip", {0, 6}, false, true}, {"Clip", {-0.5, 0.25}, true, false},
+      {"Swish", {1.0}, true, true}, {"HardSigmoid", {0.2, 0.5}, true, false},
+  };
+  const std::vector<ConvCase> shapes = WithPairedWeights({
+      {1, 64, 64, 13, 15, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},   // 195 pixels: tiles of 6 and 5
+      {2, 128, 48, 7, 9, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},    // a tail of 2 pairs
+      {1, 64, 16, 5, 5, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},     // one pair
+      {1, 536, 32, 3, 7, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},    // two passes over the input channels
+  });
+  uint32_t seed = 15500;
+  ForEachSimdPath([&] {
+    for (const Epi& e : epilogues)
+      for (const ConvCase& k : shapes) {
+        RunConv(k, e, seed += 4);
+        RunConv(k, e, seed += 4, F16);
+      }
+  });
+}
+
 KERNEL_TEST(NchwcConv_Float16_EveryVariant_VsNaive) {
   uint32_t seed = 16000;
   ForEachSimdPath([&] {
