@@ -200,6 +200,8 @@ std::vector<BlockCase> Cases() {
       // TF's SAME pads for stride 2 on an even plane (bottom/right only), unpaired blocks (40, 8)
       {1, 8, 40, 8, 10, 9, 3, 2, 0, 0, 1, 1, false, 1},
       {3, 8, 40, 8, 10, 9, 3, 2, 0, 0, 1, 1, false, 0},
+      // MobileNetV2's block 13 at batch 1: 14x14 -> 7 rows, stride 2, cut into runs of 3 and 4 rows
+      {1, 16, 96, 32, 14, 14, 3, 2, 0, 0, 1, 1, false, 0},
       // 7x7 planes, batch 3: the whole-image path (1x1 stages on whole planes)
       {3, 24, 144, 24, 7, 7, 3, 1, 1, 1, 1, 1, true, 0},
       // more expanded channels than one float32 pass takes (72 blocks > 64), residual

@@ -177,6 +177,40 @@ KERNEL_TEST(ThreadPool_ConcurrentCallers) {
   for (int t = 0; t < kCallers; ++t) EXPECT_TRUE(wrong[t] == 0);
 }
 
+// Back-to-back two-chunk jobs (a step at batch 1: one chunk per thread) where the worker always
+// finishes first: the caller's chunk waits until the other chunk has run, so the worker finds its
+// job queued but exhausted before the caller takes it off. It must still take the other chunk of
+// every next job, and every index runs once.
+KERNEL_TEST(ThreadPool_WorkerThatFinishesFirstTakesTheNextJobs) {
+  ThreadPool pool(2);
+  constexpr int kJobs = 300;
+  int wrong = 0, caller_ran_both = 0;
+  for (int job = 0; job < kJobs; ++job) {
+    const std::thread::id caller = std::this_thread::get_id();
+    std::atomic<int> other_done{0};
+    std::atomic<int> hits[2] = {{0}, {0}};
+    std::atomic<int> by_caller{0};
+    pool.ParallelForChunks(2, 1, [&](int64_t chunk, int64_t, int64_t) {
+      hits[chunk].fetch_add(1);
+      if (std::this_thread::get_id() != caller) {
+        other_done.store(1, std::memory_order_release);
+        return;
+      }
+      by_caller.fetch_add(1);
+      // Wait (bounded: the caller runs the other chunk itself if no worker comes) for the worker.
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+      while (other_done.load(std::memory_order_acquire) == 0 && std::chrono::steady_clock::now() < until)
+        std::this_thread::yield();
+    });
+    wrong += hits[0].load() != 1 || hits[1].load() != 1;
+    caller_ran_both += by_caller.load() == 2;
+  }
+  EXPECT_TRUE(wrong == 0);
+  if (caller_ran_both > 0)
+    Fail("the worker missed " + std::to_string(caller_ran_both) + " of " + std::to_string(kJobs) +
+         " jobs (the caller waited 1 s for it, then ran its chunk)");
+}
+
 KERNEL_TEST(ThreadPool_SizeFromEnvironment) {
   {
     ScopedEnv env("TF_POPEF_NUM_THREADS", "1");

@@ -73,7 +73,7 @@ struct InvertedResidualParams {
   int64_t sh = 1, pad_top = 0, kh = 1;
   bool residual = false, half = false;
   bool project_stage = true;  // false: Y is D (5 inputs)
-  // Items: images x chunks of `chunk_rows` output rows x runs of `run_blocks` expanded channel
+  // Items: images x chunks of at most `chunk_rows` output rows x runs of `run_blocks` expanded channel
   // blocks (without a project stage only; else one run of all); each item in bands of `band_rows`.
   int64_t chunks_per_image = 1, chunk_rows = 0, band_rows = 0;
   int64_t runs_per_image = 1, run_blocks = 0;
@@ -141,7 +141,11 @@ class NchwcInvertedResidualKernel final : public Kernel {
       for (int64_t i = i0; i < i1; ++i) {
         const int64_t image = i / per_image, chunk = i % per_image / p_.runs_per_image;
         const int64_t run = i % p_.runs_per_image;
-        const int64_t oy_begin = chunk * p_.chunk_rows, oy_end = std::min(p_.oh, oy_begin + p_.chunk_rows);
+        // Near-equal runs of rows, the shorter ones first (at most chunk_rows each): with a
+        // stride-2 window padded at the bottom only (TF's SAME on an even plane) the bottom rows
+        // expand fewer input rows, so 7 rows cut 3 + 4 expand 7 and 8 input rows, 4 + 3 9 and 6.
+        const int64_t oy_begin = p_.oh * chunk / p_.chunks_per_image;
+        const int64_t oy_end = p_.oh * (chunk + 1) / p_.chunks_per_image;
         const int64_t cb0 = run * p_.run_blocks, cb1 = std::min(p_.mid_blocks, cb0 + p_.run_blocks);
         RunChunk(t, image, oy_begin, oy_end, cb0, cb1, e_buf, d_buf, d_full);
       }

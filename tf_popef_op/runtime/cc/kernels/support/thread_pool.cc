@@ -1,7 +1,7 @@
 // Workers take chunks of the oldest unfinished job with an atomic counter. After a job they
-// spin briefly before sleeping: a network runs hundreds of short kernels back to back, and a
-// condition-variable wake-up (tens of microseconds on a busy machine) would cost more than
-// many of those kernels.
+// spin briefly for the next one before sleeping: a network runs hundreds of short kernels back
+// to back, and a condition-variable wake-up (tens of microseconds on a busy machine) would cost
+// more than many of those kernels.
 #include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
 
 #include <algorithm>
@@ -47,13 +47,15 @@ struct Job {
   bool Exhausted() const { return next.load(std::memory_order_relaxed) >= chunks; }
 
   void RunChunks() {
-    for (int64_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < chunks;) {
-      try {
-        (*fn)(c, n * c / chunks, n * (c + 1) / chunks);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(error_mu);
-        if (!error) error = std::current_exception();
-      }
+    for (int64_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < chunks;) Run(c);
+  }
+
+  void Run(int64_t c) {
+    try {
+      (*fn)(c, n * c / chunks, n * (c + 1) / chunks);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mu);
+      if (!error) error = std::current_exception();
     }
   }
 };
@@ -77,7 +79,7 @@ struct ThreadPool::Impl {
   std::mutex mu;
   std::condition_variable cv;
   std::vector<Job*> jobs;                 // guarded by mu; oldest first, capacity reserved up front
-  std::atomic<int64_t> queued{0};         // jobs.size(), readable without the lock
+  std::atomic<int64_t> pushes{0};         // jobs ever queued (written under mu), read while spinning
   bool stop = false;
 
   // The oldest job that still has chunks to hand out, or nullptr. Requires mu. (Exhausted jobs
@@ -89,16 +91,32 @@ struct ThreadPool::Impl {
   }
 
   void WorkerLoop() {
+    int64_t seen = 0;  // pushes when this worker last looked at the queue
     while (true) {
+      // Spin for a job pushed since the last look, not for an empty queue: a worker that
+      // finishes its chunks while the caller still runs its own finds that job queued but
+      // exhausted, and sleeping on it until the next job's notify would put a wake-up
+      // (tens of microseconds) in front of that job, the case at batch 1 where each step is
+      // one chunk per thread.
       const auto spin_until = std::chrono::steady_clock::now() + kWorkerSpin;
-      for (int i = 0; queued.load(std::memory_order_relaxed) == 0; ++i) {
-        if ((i & 63) == 0 && std::chrono::steady_clock::now() > spin_until) break;
+      bool spun_out = false;
+      for (int i = 0; pushes.load(std::memory_order_relaxed) == seen; ++i) {
+        if ((i & 63) == 0 && std::chrono::steady_clock::now() > spin_until) {
+          spun_out = true;
+          break;
+        }
         TFPOPEF_CPU_RELAX();
       }
       Job* job = nullptr;
       {
         std::unique_lock<std::mutex> lock(mu);
-        cv.wait(lock, [&] { return stop || (job = NextJob()) != nullptr; });
+        seen = pushes.load(std::memory_order_relaxed);
+        job = NextJob();
+        if (job == nullptr && !spun_out && !stop) continue;  // its chunks were all taken: spin on
+        if (job == nullptr) {
+          cv.wait(lock, [&] { return stop || (job = NextJob()) != nullptr; });
+          seen = pushes.load(std::memory_order_relaxed);
+        }
         if (!job) return;  // stopping with nothing left to do
         job->users.fetch_add(1, std::memory_order_relaxed);  // under mu: the caller cannot have left
       }
@@ -153,19 +171,22 @@ void ThreadPool::RunChunks(int64_t n, int64_t chunks, const std::function<void(i
   job.fn = &fn;
   job.n = n;
   job.chunks = chunks;
+  // The caller's first chunk is chunk 0, claimed before workers can see the job: at one chunk
+  // per thread (batch 1) each thread then keeps its part of the data from step to step, in its
+  // own L2, instead of whichever thread reaches the counter first taking it.
+  job.next.store(1, std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     impl_->jobs.push_back(&job);
-    impl_->queued.fetch_add(1, std::memory_order_relaxed);
+    impl_->pushes.fetch_add(1, std::memory_order_relaxed);
   }
   impl_->cv.notify_all();
-  job.RunChunks();  // the caller works too, so the job finishes even if no worker is free
+  job.Run(0);
+  job.RunChunks();  // the caller works on, so the job finishes even if no worker is free
   {
-    // Every chunk is handed out: take the job off the queue so idle workers keep spinning
-    // (queued == 0) instead of waking up for it, and no new worker can join it.
+    // Every chunk is handed out: take the job off the queue, so no new worker can join it.
     std::lock_guard<std::mutex> lock(impl_->mu);
     impl_->jobs.erase(std::find(impl_->jobs.begin(), impl_->jobs.end(), &job));
-    impl_->queued.fetch_sub(1, std::memory_order_relaxed);
   }
   // Workers that joined finish their chunks before leaving, so users == 0 means all are done.
   while (job.users.load(std::memory_order_acquire) != 0) std::this_thread::yield();
