@@ -38,13 +38,13 @@ import re
 import statistics
 import subprocess
 import sys
-import time
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
+from interleaved_timing import warm_median  # noqa: E402
 
 CACHE = os.path.join(HERE, ".cache")
 _BLOCK = re.compile(r"(block_(\d+)_|expanded_conv_|Conv1_|Conv_1_|predictions_|global_average_pooling)")
@@ -253,14 +253,7 @@ def _latency_worker(which: str, onnx_path: str, popef: str, batch: int, threads:
         runner = ModelRunner(popef)
         feeds = random_feeds(runner, batch, np.random.default_rng(0))
         run = lambda: runner.execute(feeds)  # noqa: E731
-    for _ in range(runs):
-        run()
-    seconds = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        run()
-        seconds.append(time.perf_counter() - start)
-    print(json.dumps({"latency": statistics.median(seconds) * 1e6}))
+    print(json.dumps({"latency": warm_median(run, runs) * 1e6}))
 
 
 def _worker(which: str, onnx_path: str, popef: str, batch: int, threads: int, runs: int) -> None:

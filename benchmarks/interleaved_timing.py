@@ -34,6 +34,19 @@ def interleaved(contenders: Dict[str, Callable[[], object]], warmup: int, min_it
     return samples
 
 
+def warm_median(call: Callable[[], object], runs: int) -> float:
+    """Median seconds per call of `runs` timed calls, after `runs` untimed ones (a process of
+    its own timing one contender: nothing to interleave with)."""
+    for _ in range(runs):
+        call()
+    seconds = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        call()
+        seconds.append(time.perf_counter() - t0)
+    return float(np.median(seconds))
+
+
 def summary(seconds: List[float]) -> Dict[str, float]:
     a = np.asarray(seconds) * 1e3
     return {"median_ms": float(np.median(a)), "p90_ms": float(np.percentile(a, 90)),

@@ -18,13 +18,13 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
+from interleaved_timing import warm_median  # noqa: E402
 CACHE = os.path.join(HERE, ".cache")
 CONTENDERS = ("ours", "openvino", "onnxruntime")
 
@@ -54,15 +54,7 @@ def _runner(which: str, model: str, batch: int, precision: str, threads: int):
 
 
 def _worker(which: str, model: str, batch: int, precision: str, threads: int, runs: int) -> None:
-    run = _runner(which, model, batch, precision, threads)
-    for _ in range(runs):
-        run()
-    seconds = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        run()
-        seconds.append(time.perf_counter() - start)
-    print(json.dumps(statistics.median(seconds) * 1e3))
+    print(json.dumps(warm_median(_runner(which, model, batch, precision, threads), runs) * 1e3))
 
 
 def main():

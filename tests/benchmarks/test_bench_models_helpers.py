@@ -120,3 +120,16 @@ def test_blocks_settle_for_a_time_before_timing():
     assert untimed_a >= 4  # 10 ms calls until 35 ms have passed, then the 2 timed ones
     assert calls.count("b") - 2 >= 4
     assert [len(samples["a"]), len(samples["b"])] == [2, 2]
+
+
+def test_warm_median_times_only_the_calls_after_as_many_untimed_ones():
+    from interleaved_timing import warm_median
+    durations = iter([0.05, 0.05, 0.05, 0.001, 0.002, 0.003])  # 3 slow warm-up calls, 3 timed
+
+    def call():
+        time.sleep(next(durations))
+
+    median = warm_median(call, runs=3)
+    assert 0.0015 < median < 0.02  # the timed calls' middle one (2 ms), none of the 50 ms warm-ups
+    with pytest.raises(StopIteration):
+        call()  # exactly 2 x runs calls were made
