@@ -127,3 +127,21 @@ def test_what_does_not_match_keeps_three_projections(case):
     attention, = _nodes(fused, "FusedAttention")
     assert "qkv_widths" not in _attrs(attention) and len(attention.input) == 3
     check_kernel_fusion_numerics(model, _feeds(model))
+
+
+@pytest.mark.parametrize("widths,match", [
+    ([8, 8, 4], r"node 'Y' \(FusedAttention\): QKV \[1, 3, 24\] and qkv_widths \[8, 8, 4\] do not make "
+                r"\[B, S, wq \+ wk \+ wv\]"),
+    ([8, 16], r"QKV \[1, 3, 24\] and qkv_widths \[8, 16\]"),
+    ([8, 4, 12], r"Q \[1, 3, 8\], K \[1, 3, 4\], V \[1, 3, 12\] do not make"),
+])
+def test_lowering_names_the_node_for_bad_qkv_widths(widths, match):
+    from compiler.errors import LoweringError
+    from compiler.lowering.lower_graph import lower_graph
+    from compiler.lowering.weights import WeightStore
+    from compiler.onnx_graph.internal_ops import VERSION
+    node = helper.make_node("FusedAttention", ["QKV"], ["Y"], name="Y", domain=DOMAIN, num_heads=2, qkv_widths=widths)
+    model = make_model([node], [("QKV", F32, [1, 3, 24])], [("Y", F32, [1, 3, widths[-1]])])
+    model.opset_import.append(helper.make_opsetid(DOMAIN, VERSION))
+    with pytest.raises(LoweringError, match=match):
+        lower_graph(model, WeightStore(), "test.onnx")
