@@ -22,6 +22,7 @@ KERNEL_FUSION_PIPELINE: List[str] = [
     "hoist_matmul_reshape",          # MatMul -> Reshape(keeps N) -> epilogue: the Reshape moves to the input
     "fold_column_scale_into_matmul",  # ConvNeXt's layer scale Mul(γ[N]) after Dense -> the weights and bias
     "fuse_epilogue",                 # Conv/Gemm/MatMul + bias + sum + activation -> FusedConv/FusedGemm/FusedMatMul
+    "merge_qkv_projections",         # self-attention's Q/K/V FusedMatMuls on one input -> one over [Wq | Wk | Wv]
     "fuse_elementwise_chain",        # what elementwise chains remain -> FusedElementwise (one loop)
     "to_nchwc_layout",               # conv chains (FusedConv...) -> NCHW8c blocked layout; sees the fused ops
     "fold_transposes_into_nchwc_reorders",  # ToNchwc(T to NCHW), T(FromNchwc) to NHWC -> channels_last reorders

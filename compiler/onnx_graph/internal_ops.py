@@ -60,6 +60,9 @@ FusedAttention (written by fuse_attention), float32 or float16:
                                  softmax(scale·Q·Kᵀ)·V with Q [B, Sq, H·d], K [B, Sk, H·d],
                                  V [B, Sk, H·dv] (head h = the slice [h·d, (h+1)·d) of a row)
                                  -> Y [B, Sq, H·dv]
+  FusedAttention(QKV)            the same plus qkv_widths [wq, wk, wv] (written by
+                                 merge_qkv_projections): self-attention whose Q, K and V are the
+                                 column ranges of QKV [B, S, wq + wk + wv], in that order
 
 The ops are registered with ONNX's schema registry (importing this module does it once per
 process) with a type-and-shape inference function (the fused ops run the base op's own
@@ -385,19 +388,35 @@ def _attention_schema() -> defs.OpSchema:
     attr = defs.OpSchema.Attribute
     schema = defs.OpSchema(
         "FusedAttention", DOMAIN, VERSION, "per-head softmax(scale·Q·Kᵀ)·V on [B, S, H·d] (tf-popef internal op)",
-        inputs=[fp("Q", "T", "[B, Sq, H·d]"), fp("K", "T", "[B, Sk, H·d]"), fp("V", "T", "[B, Sk, H·dv]")],
+        inputs=[fp("Q", "T", "[B, Sq, H·d], or QKV [B, S, wq + wk + wv] with qkv_widths"),
+                fp("K", "T", "[B, Sk, H·d] (absent with qkv_widths)",
+                   param_option=defs.OpSchema.FormalParameterOption.Optional),
+                fp("V", "T", "[B, Sk, H·dv] (absent with qkv_widths)",
+                   param_option=defs.OpSchema.FormalParameterOption.Optional)],
         outputs=[fp("Y", "T", "[B, Sq, H·dv]")],
         type_constraints=[("T", ["tensor(float)", "tensor(float16)"], "float types")],
         attributes=[attr("num_heads", defs.OpSchema.AttrType.INT, "H", required=True),
-                    attr("scale", defs.OpSchema.AttrType.FLOAT, "applied to the scores (default 1)", required=False)])
+                    attr("scale", defs.OpSchema.AttrType.FLOAT, "applied to the scores (default 1)", required=False),
+                    attr("qkv_widths", defs.OpSchema.AttrType.INTS,
+                         "[wq, wk, wv]: one input whose column ranges are Q, K, V", required=False)])
 
     def infer(ctx) -> None:
-        q, v = ctx.get_input_type(0), ctx.get_input_type(2)
-        if q is None or v is None or len(q.tensor_type.shape.dim) != 3 or len(v.tensor_type.shape.dim) != 3:
+        widths = ctx.get_attribute("qkv_widths")
+        q = ctx.get_input_type(0)
+        if q is None or len(q.tensor_type.shape.dim) != 3:
             return
         out = onnx.TypeProto()
         out.CopyFrom(q)
-        out.tensor_type.shape.dim[2].CopyFrom(v.tensor_type.shape.dim[2])
+        if widths is not None:
+            if len(widths.ints) != 3:
+                return
+            out.tensor_type.shape.dim[2].Clear()
+            out.tensor_type.shape.dim[2].dim_value = int(widths.ints[2])
+        else:
+            v = ctx.get_input_type(2) if ctx.get_num_inputs() > 2 else None
+            if v is None or len(v.tensor_type.shape.dim) != 3:
+                return
+            out.tensor_type.shape.dim[2].CopyFrom(v.tensor_type.shape.dim[2])
         ctx.set_output_type(0, out)
 
     schema.set_type_and_shape_inference_function(infer)

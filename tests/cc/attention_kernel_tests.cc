@@ -2,7 +2,8 @@
 // SIMD path, float32 and float16, against a double-precision reference: BERT- and ViT-sized
 // heads, more keys than one packed panel holds, value sizes that are not whole vectors, a head
 // size longer than the kernel's widening buffer, a single query row and key, cross-attention
-// (Sq != Sk), batch > 1, a scale other than 1; concurrent runs; bad specs.
+// (Sq != Sk), batch > 1, a scale other than 1; concurrent runs; bad specs. The packed form
+// (one QKV [B, S, H·d + H·d + H·dv] with qkv_widths, self-attention) on the same cases.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -107,6 +108,62 @@ KERNEL_TEST(Attention_EveryPath_VsNaiveDouble) {
         Label(failures, c.Describe() + (dtype == F16 ? " float16" : " float32"));
       }
   });
+}
+
+// Q, K and V side by side in one [B, S, H·d + H·d + H·dv] tensor (Sq = Sk).
+std::vector<double> PackQkv(const AttentionCase& c, const AttentionData& x) {
+  const int64_t wq = c.h * c.d, wv = c.h * c.dv, row = 2 * wq + wv;
+  std::vector<double> qkv(static_cast<size_t>(c.b * c.sq * row));
+  for (int64_t t = 0; t < c.b * c.sq; ++t) {
+    double* dst = qkv.data() + t * row;
+    std::copy_n(x.q.data() + t * wq, wq, dst);
+    std::copy_n(x.k.data() + t * wq, wq, dst + wq);
+    std::copy_n(x.v.data() + t * wv, wv, dst + 2 * wq);
+  }
+  return qkv;
+}
+
+KernelTester PackedAttentionTester(const AttentionCase& c, const AttentionData& x, DType dtype) {
+  KernelTester t("FusedAttention");
+  t.Attr("num_heads", c.h).Attr("qkv_widths", std::vector<int64_t>{c.h * c.d, c.h * c.d, c.h * c.dv});
+  if (c.scale != 1.0) t.Attr("scale", c.scale);
+  t.AddInput(dtype, {c.b, c.sq, c.h * (2 * c.d + c.dv)}, PackQkv(c, x));
+  return t;
+}
+
+KERNEL_TEST(Attention_PackedQkv_EveryPath_VsNaiveDouble) {
+  uint32_t seed = 45000;
+  ForEachSimdPath([&] {
+    for (DType dtype : {F32, F16})
+      for (AttentionCase c : Cases()) {
+        c.sk = c.sq;  // self-attention: one token axis
+        const AttentionData x = RandomAttention(c, seed += 4, dtype);
+        const size_t failures = CurrentFailures().size();
+        PackedAttentionTester(c, x, dtype)
+            .AddOutput(dtype, {c.b, c.sq, c.h * c.dv}, NaiveAttention(c, x))
+            .Tolerance(dtype == F16 ? 2e-3 : 2e-5, dtype == F16 ? 2e-3 : 1e-4)
+            .Run();
+        Label(failures, "packed " + c.Describe() + (dtype == F16 ? " float16" : " float32"));
+      }
+  });
+}
+
+KERNEL_TEST(Attention_PackedQkv_BadSpecs_RaiseNamedErrors) {
+  const AttentionCase c{1, 4, 4, 2, 8, 8, 1.0};
+  const AttentionData x = RandomAttention(c, 46000, F32);
+  const std::vector<int64_t> y = {c.b, c.sq, c.h * c.dv};
+  PackedAttentionTester(c, x, F32).Attr("qkv_widths", std::vector<int64_t>{16, 16, 8})
+      .AddOutput(F32, y, std::vector<double>(64))
+      .ExpectError(ErrorCode::kInvalidArgument, "qkv_widths [16, 16, 8]");
+  PackedAttentionTester(c, x, F32).Attr("qkv_widths", std::vector<int64_t>{16, 32})
+      .AddOutput(F32, y, std::vector<double>(64))
+      .ExpectError(ErrorCode::kInvalidArgument, "QKV [1, 4, 48]");
+  PackedAttentionTester(c, x, F32).Attr("qkv_widths", std::vector<int64_t>{16, 8, 24})
+      .AddOutput(F32, {1, 4, 24}, std::vector<double>(96))
+      .ExpectError(ErrorCode::kInvalidArgument, "do not make");
+  AttentionTester(c, x, F32).Attr("qkv_widths", std::vector<int64_t>{16, 16, 16})
+      .AddOutput(F32, y, std::vector<double>(64))
+      .ExpectError(ErrorCode::kInvalidArgument, "expects 1 inputs");
 }
 
 KERNEL_TEST(Attention_LargeScores_StayFinite) {

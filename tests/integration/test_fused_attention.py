@@ -4,8 +4,11 @@ Softmax, ·V, Transpose + Reshape back, output projection, residual), BERT-like 
 heads of 64) at batch 1 (query-row blocks of one head spread over the threads) and 2,
 ViT-like (197 tokens, 3 heads: key panels with a ragged end), and odd sizes with two stacked
 blocks. float32 within 1e-4 of onnxruntime, float16 (Converter precision fp16) within the
-float16 tolerance; the profile shows one FusedAttention per block and no Softmax or Transpose;
-on the default SIMD path and in a process on the portable path with a 3-thread pool."""
+float16 tolerance; the profile shows one FusedAttention per block and no Softmax or Transpose,
+and one projection GEMM per block for Q, K and V (merge_qkv_projections: the kernel reads the
+packed QKV); on the default SIMD path and in a process on the portable path with a 3-thread
+pool. The packed form also matches the three-input form (the merge left out of the pipeline)
+at BERT's sizes, batch 1 and 8."""
 
 import numpy as np
 import pytest
@@ -67,6 +70,8 @@ def check_case(name, precision):
     want = run_onnxruntime(model, {"X": x})["Y"]
     got, ops = run_with_profile(model, x, precision)
     assert ops.count("FusedAttention") == blocks and "Softmax" not in ops and "Transpose" not in ops, f"{name}: {ops}"
+    # per block: the merged Q/K/V projection and the output projection with its residual sum
+    assert ops.count("FusedMatMul") == 2 * blocks, f"{name}: {ops}"
     assert_matches_fp32_reference(got, want, precision, name, atol=1e-4 * float(np.abs(want).max()))
 
 
@@ -79,3 +84,21 @@ def test_fused_attention_vs_onnxruntime(name, precision):
 def test_fused_attention_portable_path_three_threads():
     check_every_case_in_new_process("test_fused_attention", len(CASES), TF_POPEF_SIMD="portable",
                                     TF_POPEF_NUM_THREADS="3")
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+@pytest.mark.parametrize("batch", [1, 8])
+def test_packed_qkv_matches_three_input_form(batch, precision, monkeypatch):
+    from compiler.kernel_fusion import pipeline
+    model = encoder_blocks(batch, 128, 4, 64, 1)
+    x = np.random.default_rng(2).standard_normal((batch, 128, 256)).astype(np.float32)
+    want = run_onnxruntime(model, {"X": x})["Y"]
+    packed, packed_ops = run_with_profile(model, x, precision)
+    monkeypatch.setattr(pipeline, "KERNEL_FUSION_PIPELINE",
+                        [p for p in pipeline.KERNEL_FUSION_PIPELINE if p != "merge_qkv_projections"])
+    three, three_ops = run_with_profile(model, x, precision)
+    assert packed_ops.count("FusedMatMul") == 2 and three_ops.count("FusedMatMul") == 4, (packed_ops, three_ops)
+    scale = float(np.abs(want).max())
+    assert_matches_fp32_reference(packed, want, precision, "packed", atol=1e-4 * scale)
+    # the same products summed in another order: float32 rounding, or float16's one rounding of Q/K/V
+    np.testing.assert_allclose(packed, three, rtol=0, atol=(1e-5 if precision == "fp32" else 2e-2) * scale)

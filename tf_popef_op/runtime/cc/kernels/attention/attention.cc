@@ -2,7 +2,10 @@
 // reading Q, K and V in the projections' own layout and writing Y in the layout the output
 // projection reads, so the head transposes and the score tensor never reach memory:
 //   Q [B, Sq, H·d], K [B, Sk, H·d], V [B, Sk, H·dv]  ->  Y [B, Sq, H·dv]
-// (head h of row s is the contiguous slice [h·d, (h+1)·d) of that row).
+// (head h of row s is the contiguous slice [h·d, (h+1)·d) of that row). Self-attention may
+// instead pass one tensor QKV [B, S, H·d + H·d + H·dv] (attribute qkv_widths = the three widths)
+// whose column ranges are Q, K and V: the output of one projection GEMM over the three weights
+// side by side, so each operand is read with its own row stride and column base.
 //
 // Work items are (batch, head, block of query rows), threaded on the intra-op pool, so batch 1
 // keeps every core busy. Each chunk of items packs Kᵀ and V of its current (batch, head) into
@@ -16,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "tf_popef_op/runtime/cc/kernels/kernel_checks.h"
 #include "tf_popef_op/runtime/cc/kernels/support/packed_gemm_tiles.h"
@@ -31,6 +35,12 @@ struct AttentionShape {
   int64_t batch, q_len, kv_len, heads, head_size, value_size;
 };
 
+// Where Q, K and V (operands 0, 1, 2) live: input tensor, elements per token row, first column.
+struct OperandLayout {
+  int input[3];
+  int64_t row_stride[3], column[3];
+};
+
 // Query rows per work item: about 32 (a block's packs of Kᵀ and V cost 1/rows of its GEMMs),
 // rounded to whole register tiles.
 constexpr int64_t kTargetRowBlock = 32;
@@ -39,8 +49,8 @@ inline int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 class AttentionKernel final : public Kernel {
  public:
-  AttentionKernel(const AttentionShape& s, float scale, bool half)
-      : s_(s), scale_(scale), half_(half), tiles_(PackedGemmTiles()),
+  AttentionKernel(const AttentionShape& s, const OperandLayout& layout, float scale, bool half)
+      : s_(s), layout_(layout), scale_(scale), half_(half), tiles_(PackedGemmTiles()),
         row_block_(std::min(RoundUp(kTargetRowBlock, tiles_.rows), RoundUp(std::max<int64_t>(s.q_len, 1), tiles_.rows))),
         blocks_per_head_((s.q_len + row_block_ - 1) / row_block_),
         items_(s.batch * s.heads * blocks_per_head_),
@@ -76,15 +86,21 @@ class AttentionKernel final : public Kernel {
   }
 
  private:
-  // Element offset of (batch b, row s, head h) in a [B, S, H·width] tensor.
-  int64_t Offset(int64_t b, int64_t len, int64_t s, int64_t h, int64_t width) const {
-    return ((b * len + s) * s_.heads + h) * width;
+  // Element offset of operand op's (batch b, row s, head h), the operand being H·width columns
+  // of a [B, S, row stride] tensor.
+  int64_t Offset(int op, int64_t b, int64_t len, int64_t s, int64_t h, int64_t width) const {
+    return (b * len + s) * layout_.row_stride[op] + layout_.column[op] + h * width;
+  }
+  // Y [B, Sq, H·dv].
+  int64_t OutOffset(int64_t b, int64_t s, int64_t h) const {
+    return ((b * s_.q_len + s) * s_.heads + h) * s_.value_size;
   }
 
   // `width` elements of input `i` from `offset` as float32: in place, or widened into `buf`.
-  const float* InputRow(const KernelContext& ctx, int i, int64_t offset, int64_t width, float* buf) const {
-    if (!half_) return static_cast<const float*>(ctx.inputs[i]) + offset;
-    WidenHalfToFloat(static_cast<const uint16_t*>(ctx.inputs[i]) + offset, buf, width);
+  const float* InputRow(const KernelContext& ctx, int op, int64_t offset, int64_t width, float* buf) const {
+    const void* in = ctx.inputs[layout_.input[op]];
+    if (!half_) return static_cast<const float*>(in) + offset;
+    WidenHalfToFloat(static_cast<const uint16_t*>(in) + offset, buf, width);
     return buf;
   }
 
@@ -100,7 +116,7 @@ class AttentionKernel final : public Kernel {
       float* panel = kt + d * c0;
       for (int64_t p0 = 0; p0 < d; p0 += 512) {
         const int64_t n = std::min<int64_t>(512, d - p0);
-        const float* k = InputRow(ctx, 1, Offset(b, s_.kv_len, j, h, d) + p0, n, row_buf);
+        const float* k = InputRow(ctx, 1, Offset(1, b, s_.kv_len, j, h, d) + p0, n, row_buf);
         for (int64_t p = 0; p < n; ++p) panel[(p0 + p) * width + (j - c0)] = scale_ * k[p];
       }
     }
@@ -112,10 +128,11 @@ class AttentionKernel final : public Kernel {
       for (int64_t c0 = 0; c0 < v_ld_; c0 += pw) {
         const int64_t width = std::min(pw, v_ld_ - c0), cols = std::min(width, dv - c0);
         float* dst = v + s_.kv_len * c0 + j * width;
+        const int64_t at = Offset(2, b, s_.kv_len, j, h, dv) + c0;
         if (half_)
-          WidenHalfToFloat(static_cast<const uint16_t*>(ctx.inputs[2]) + Offset(b, s_.kv_len, j, h, dv) + c0, dst, cols);
+          WidenHalfToFloat(static_cast<const uint16_t*>(ctx.inputs[layout_.input[2]]) + at, dst, cols);
         else
-          std::copy_n(static_cast<const float*>(ctx.inputs[2]) + Offset(b, s_.kv_len, j, h, dv) + c0, cols, dst);
+          std::copy_n(static_cast<const float*>(ctx.inputs[layout_.input[2]]) + at, cols, dst);
         std::fill(dst + cols, dst + width, 0.0f);
       }
     }
@@ -129,13 +146,13 @@ class AttentionKernel final : public Kernel {
     const float* q;
     int64_t ldq;
     if (half_) {
-      for (int64_t r = 0; r < rows; ++r)
-        WidenHalfToFloat(static_cast<const uint16_t*>(ctx.inputs[0]) + Offset(b, s_.q_len, r0 + r, h, d), q_rows + r * d, d);
+      const uint16_t* in = static_cast<const uint16_t*>(ctx.inputs[layout_.input[0]]);
+      for (int64_t r = 0; r < rows; ++r) WidenHalfToFloat(in + Offset(0, b, s_.q_len, r0 + r, h, d), q_rows + r * d, d);
       q = q_rows;
       ldq = d;
     } else {
-      q = static_cast<const float*>(ctx.inputs[0]) + Offset(b, s_.q_len, r0, h, d);
-      ldq = s_.heads * d;
+      q = static_cast<const float*>(ctx.inputs[layout_.input[0]]) + Offset(0, b, s_.q_len, r0, h, d);
+      ldq = layout_.row_stride[0];
     }
     // scores = Q·Kᵀ
     for (int64_t r = 0; r < rows; r += tiles_.rows) {
@@ -158,7 +175,7 @@ class AttentionKernel final : public Kernel {
       y = y_rows;
       ldy = dv;
     } else {
-      y = static_cast<float*>(ctx.outputs[0]) + Offset(b, s_.q_len, r0, h, dv);
+      y = static_cast<float*>(ctx.outputs[0]) + OutOffset(b, r0, h);
       ldy = s_.heads * dv;
     }
     for (int64_t r = 0; r < rows; r += tiles_.rows) {
@@ -173,11 +190,12 @@ class AttentionKernel final : public Kernel {
       float* out = y + r * ldy;
       for (int64_t j = 0; j < dv; ++j) out[j] *= inv_sum[r];
       if (half_)
-        NarrowFloatToHalf(out, static_cast<uint16_t*>(ctx.outputs[0]) + Offset(b, s_.q_len, r0 + r, h, dv), dv);
+        NarrowFloatToHalf(out, static_cast<uint16_t*>(ctx.outputs[0]) + OutOffset(b, r0 + r, h), dv);
     }
   }
 
   const AttentionShape s_;
+  const OperandLayout layout_;
   const float scale_;
   const bool half_;
   const PackedGemmTileFns& tiles_;
@@ -191,18 +209,47 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
 }
 
 std::unique_ptr<Kernel> CreateAttention(const KernelSpec& spec) {
-  CheckArity(spec, 3, 3, 1);
+  const bool packed = spec.attrs.Has("qkv_widths");
+  CheckArity(spec, packed ? 1 : 3, packed ? 1 : 3, 1);
   CheckSameDType(spec, {DType::kFloat32, DType::kFloat16});
   const int64_t heads = spec.attrs.Int("num_heads");
   const float scale = spec.attrs.Float("scale", 1.0f);
-  const auto& q = spec.inputs[0].shape;
-  const auto& k = spec.inputs[1].shape;
-  const auto& v = spec.inputs[2].shape;
   auto fail = [&](const std::string& what) { return Error(ErrorCode::kInvalidArgument, spec.Where() + ": " + what); };
   if (heads < 1) throw fail("num_heads " + std::to_string(heads) + " must be >= 1");
   if (!(scale > 0.0f)) throw fail("scale " + std::to_string(scale) + " must be > 0");
-  if (q.size() != 3 || k.size() != 3 || v.size() != 3)
-    throw fail("Q " + ShapeText(q) + ", K " + ShapeText(k) + " and V " + ShapeText(v) + " must be [B, S, heads·d]");
+  std::vector<int64_t> q, k, v;  // the operands' shapes [B, S, H·width]
+  OperandLayout layout{};
+  if (packed) {
+    const auto& qkv = spec.inputs[0].shape;
+    const auto widths = spec.attrs.Ints("qkv_widths");
+    if (widths.size() != 3 || qkv.size() != 3 || widths[0] < 0 || widths[1] < 0 || widths[2] < 0 ||
+        widths[0] + widths[1] + widths[2] != qkv[2])
+      throw fail("QKV " + ShapeText(qkv) + " and qkv_widths " + ShapeText(widths) +
+                 " do not make [B, S, wq + wk + wv] with three widths");
+    for (int i = 0; i < 3; ++i) {
+      layout.input[i] = 0;
+      layout.row_stride[i] = qkv[2];
+    }
+    layout.column[0] = 0;
+    layout.column[1] = widths[0];
+    layout.column[2] = widths[0] + widths[1];
+    q = {qkv[0], qkv[1], widths[0]};
+    k = {qkv[0], qkv[1], widths[1]};
+    v = {qkv[0], qkv[1], widths[2]};
+  } else {
+    q = spec.inputs[0].shape;
+    k = spec.inputs[1].shape;
+    v = spec.inputs[2].shape;
+    if (q.size() != 3 || k.size() != 3 || v.size() != 3)
+      throw fail("Q " + ShapeText(q) + ", K " + ShapeText(k) + " and V " + ShapeText(v) + " must be [B, S, heads·d]");
+    for (int i = 0; i < 3; ++i) {
+      layout.input[i] = i;
+      layout.column[i] = 0;
+    }
+    layout.row_stride[0] = q[2];
+    layout.row_stride[1] = k[2];
+    layout.row_stride[2] = v[2];
+  }
   if (k[0] != q[0] || v[0] != q[0] || v[1] != k[1] || k[2] != q[2] || q[2] % heads != 0 || v[2] % heads != 0)
     throw fail("Q " + ShapeText(q) + ", K " + ShapeText(k) + ", V " + ShapeText(v) +
                " do not make [B, Sq, H·d], [B, Sk, H·d], [B, Sk, H·dv] with H = num_heads " + std::to_string(heads));
@@ -210,7 +257,7 @@ std::unique_ptr<Kernel> CreateAttention(const KernelSpec& spec) {
   if (s.kv_len == 0 || s.head_size == 0) throw fail("no keys (K " + ShapeText(k) + "): the softmax is undefined");
   CheckOutputShape(spec, 0, {s.batch, s.q_len, heads * s.value_size});
   vmath::ActivePath();  // a bad TF_POPEF_SIMD fails here, at prepare
-  return std::make_unique<AttentionKernel>(s, scale, spec.inputs[0].dtype == DType::kFloat16);
+  return std::make_unique<AttentionKernel>(s, layout, scale, spec.inputs[0].dtype == DType::kFloat16);
 }
 
 }  // namespace
