@@ -61,6 +61,7 @@ void RunPackedGemm(const PackedGemmTileFns& tiles, const PackedGemmArgs<T>& args
   const int64_t m = args.m, n = b.n, k = b.k, rows = tiles.rows;
   const int64_t strips = (m + rows - 1) / rows;
   const int64_t blocks = (n + kPackedGemmBlockColumns - 1) / kPackedGemmBlockColumns;
+  const bool finish_rows = kHalf || !args.epilogue.is_identity();
   // A thread's buffers, reused over the units it runs.
   struct Buffers {
     alignas(64) float a_strip[kHalf ? kMaxTileRows * kPackedGemmBlockDepth : 1];  // float16 A, widened
@@ -97,8 +98,6 @@ void RunPackedGemm(const PackedGemmTileFns& tiles, const PackedGemmArgs<T>& args
     // The tiles add bias and (float32) sum as they store the last K block; what is left of the
     // epilogue, per row of strip s once that block is in: float16's sum (widened a row at a
     // time), the activation, float16's narrowing.
-    const bool sum_in_tile = !kHalf && args.sum != nullptr;
-    const bool finish_rows = kHalf || (args.sum != nullptr && !sum_in_tile) || !args.epilogue.is_identity();
     auto finish_strip = [&](int64_t s, int64_t nr) {
       if (!finish_rows) return;
       for (int64_t r = 0; r < nr; ++r) {
@@ -137,7 +136,7 @@ void RunPackedGemm(const PackedGemmTileFns& tiles, const PackedGemmArgs<T>& args
         if (last) {
           add.bias = bias;
           if constexpr (!kHalf) {
-            if (sum_in_tile) add.sum = args.sum + c_at(s);
+            if (args.sum != nullptr) add.sum = args.sum + c_at(s);
           }
           add.ldsum = args.ldc;
         }
