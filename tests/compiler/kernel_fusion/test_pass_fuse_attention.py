@@ -10,7 +10,7 @@ import pytest
 from onnx import helper
 
 from compiler.onnx_graph.internal_ops import DOMAIN
-from compiler_test_helpers import F32, check_kernel_fusion_numerics, make_model, op_types, run_pass
+from compiler_test_helpers import F32, check_kernel_fusion_numerics, make_model, op_types, random_feeds, run_pass
 
 
 def mha_model(batch=2, q_len=5, kv_len=None, heads=2, d=4, dv=None, scale_op="Mul", mask=False,
@@ -68,12 +68,6 @@ def mha_model(batch=2, q_len=5, kv_len=None, heads=2, d=4, dv=None, scale_op="Mu
     return make_model(nodes, inputs, outputs, inits, opset=17)
 
 
-def _feeds(model, seed=0):
-    rng = np.random.default_rng(seed)
-    return {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
-            for i in model.graph.input}
-
-
 def _attention_nodes(model):
     return [(n, {a.name: helper.get_attribute_value(a) for a in n.attribute})
             for n in model.graph.node if n.domain == DOMAIN and n.op_type == "FusedAttention"]
@@ -89,7 +83,7 @@ def test_self_attention_becomes_one_fused_attention(batch, heads, scale_op):
     assert attrs.get("scale") == (pytest.approx(want_scale) if want_scale else None)
     assert list(node.input) == ["q1", "k0", "v0"] and list(node.output) == ["o2"]
     assert op_types(fused) == ["MatMul", "Add", "MatMul", "MatMul", "FusedAttention", "MatMul"]
-    check_kernel_fusion_numerics(model, _feeds(model))
+    check_kernel_fusion_numerics(model, random_feeds(model))
 
 
 def test_cross_attention_with_other_value_size():
@@ -97,7 +91,7 @@ def test_cross_attention_with_other_value_size():
     fused = run_pass(model, "fuse_attention")
     (node, attrs), = _attention_nodes(fused)
     assert attrs["num_heads"] == 3 and list(node.input) == ["q1", "k0", "v0"]
-    check_kernel_fusion_numerics(model, _feeds(model))
+    check_kernel_fusion_numerics(model, random_feeds(model))
 
 
 def test_the_compile_step_fuses_after_the_scale_is_folded():
@@ -117,7 +111,7 @@ def test_what_the_op_does_not_compute_stays_unfused(case):
     fused = run_pass(model, "fuse_attention")
     assert not _attention_nodes(fused) and "Softmax" in op_types(fused)
     if case != "probabilities_read_elsewhere":
-        check_kernel_fusion_numerics(model, _feeds(model))
+        check_kernel_fusion_numerics(model, random_feeds(model))
 
 
 def test_keras_multi_head_attention_export(tmp_path):

@@ -10,7 +10,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 from compiler.onnx_graph.internal_ops import DOMAIN
-from compiler_test_helpers import F32, check_kernel_fusion_numerics, make_model
+from compiler_test_helpers import F32, check_kernel_fusion_numerics, make_model, random_feeds
 
 
 def self_attention_model(batch=2, tokens=5, heads=2, d=4, dv=None, model_dim=6, flat_input=False, memory=False,
@@ -62,12 +62,6 @@ def self_attention_model(batch=2, tokens=5, heads=2, d=4, dv=None, model_dim=6, 
     return make_model(nodes, inputs, outputs, inits, opset=17)
 
 
-def _feeds(model, seed=0):
-    rng = np.random.default_rng(seed)
-    return {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
-            for i in model.graph.input}
-
-
 def _fused(model):
     from compiler.kernel_fusion import run_kernel_fusions
     return run_kernel_fusions(model)
@@ -105,7 +99,7 @@ def test_three_projections_become_one_gemm(batch, heads, d, dv, flat_input):
         assert view.op_type == "Reshape" and view.input[0] == gemm.output[0]
     else:
         assert attention.input[0] == gemm.output[0]
-    check_kernel_fusion_numerics(model, _feeds(model))
+    check_kernel_fusion_numerics(model, random_feeds(model))
 
 
 def test_fp16_model_keeps_fp16_weights():
@@ -126,7 +120,7 @@ def test_what_does_not_match_keeps_three_projections(case):
     fused = _fused(model)
     attention, = _nodes(fused, "FusedAttention")
     assert "qkv_widths" not in _attrs(attention) and len(attention.input) == 3
-    check_kernel_fusion_numerics(model, _feeds(model))
+    check_kernel_fusion_numerics(model, random_feeds(model))
 
 
 @pytest.mark.parametrize("widths,match", [
