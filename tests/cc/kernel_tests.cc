@@ -118,7 +118,7 @@ KERNEL_TEST(Binary_BroadcastPatterns_Float32_VsReference) {
 }
 
 // Squeeze-and-excite's excitation on the blocked layout: D [N, C/8, H, W, 8] times the gate
-// [N, C/8, 1, 1, 8], large enough to be split over the pool's threads (one chunk per thread,
+// [N, C/8, 1, 1, 8], large enough to be split into chunks over the pool's threads (chunk
 // boundaries inside a plane of 8-channel runs), against the reference.
 KERNEL_TEST(Mul_BlockedPerChannel_SplitOverThreads_VsReference) {
   const std::vector<BroadcastCase> cases = {{{1, 144, 7, 7, 8}, {1, 144, 1, 1, 8}},
