@@ -117,6 +117,26 @@ KERNEL_TEST(Binary_BroadcastPatterns_Float32_VsReference) {
     }
 }
 
+// Squeeze-and-excite's excitation on the blocked layout: D [N, C/8, H, W, 8] times the gate
+// [N, C/8, 1, 1, 8], large enough to be split into chunks over the pool's threads (chunk
+// boundaries inside a plane of 8-channel runs), against the reference.
+KERNEL_TEST(Mul_BlockedPerChannel_SplitOverThreads_VsReference) {
+  const std::vector<BroadcastCase> cases = {{{1, 144, 7, 7, 8}, {1, 144, 1, 1, 8}},
+                                            {{3, 23, 7, 9, 8}, {3, 23, 1, 1, 8}},
+                                            {{2, 3, 1, 1, 8}, {2, 3, 7, 5, 8}}};  // the gate first
+  uint32_t seed = 77;
+  for (const auto& c : cases) {
+    const auto a = AsFloat32(RandomValues(NumElements(c.a), -2, 2, seed++));
+    const auto b = AsFloat32(RandomValues(NumElements(c.b), -2, 2, seed++));
+    KernelTester("Mul")
+        .AddInput(F32, c.a, a)
+        .AddInput(F32, c.b, b)
+        .AddOutput(F32, RefBroadcastShape(c.a, c.b), RefBinary(a, c.a, b, c.b, [](double x, double y) { return x * y; }))
+        .Tolerance(1e-6, 1e-6)
+        .Run();
+  }
+}
+
 KERNEL_TEST(Binary_BroadcastPatterns_Int_VsReference) {
   const std::vector<std::pair<std::string, std::function<double(double, double)>>> ops = {
       {"Add", [](double a, double b) { return a + b; }},

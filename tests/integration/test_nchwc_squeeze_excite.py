@@ -28,6 +28,8 @@ CASES = {
     "mobilenet_v3_k3": ((1, 16, 12, 12), 64, 20, 3, 1, "mobilenet_v3"),
     # rows cut into several segments and more than one pass over the expanded channels
     "efficientnet_k3_wide_b3": ((3, 24, 30, 30), 600, 8, 3, 1, "efficientnet"),
+    # fewer pixels than project outputs: float32 keeps the Mul (split over the threads by image)
+    "efficientnet_k5_7x7_b2": ((2, 80, 7, 7), 480, 20, 5, 1, "efficientnet"),
 }
 
 

@@ -13,12 +13,13 @@ take it as X and no S yet, and is no graph output. Each such reader gets X as it
 as its input 4; the Mul goes. A Mul with a constant or broadcast-over-batch S, or read by
 anything else, is left as it is.
 
-Where it pays, as measured on EfficientNetB0 224 (b1, 2 threads, per step): in float16 on every
-stage (the Mul's float16 pass costs more than the weight copies); in float32 only where a
+Where it pays, as measured on EfficientNetB0 224 (b1 and b8, 2 threads, per step): in float16
+on every stage (the Mul's float16 pass costs more than the weight copies); in float32 where a
 convolution's pixels per image are at least F32_MIN_PIXELS_PER_OUTPUT times its output
-channels (the 112² to 28² stages): on the 14² and 7² stages the per-item copies of the larger
-weights cost the convolution 20-95 µs each, more than the 30-45 µs Mul they replace, since
-float32 weights are otherwise read in place."""
+channels (the 112² to 14² stages): the copies scale C·M weights per image where the Mul reads
+and writes C·H·W values. On the 7² stages (49 pixels, 192-320 outputs) the copies of the larger
+weights cost the convolution more than the Mul they replace, since float32 weights are
+otherwise read in place (docs/benchmarks.md, "Squeeze-and-excite blocks")."""
 from typing import Optional, Tuple
 
 import onnx
@@ -32,7 +33,7 @@ from compiler.onnx_graph.type_inference import infer_types
 
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 _SCALE_INPUT = 4
-F32_MIN_PIXELS_PER_OUTPUT = 8
+F32_MIN_PIXELS_PER_OUTPUT = 1
 
 
 @register("fold_channel_scale_into_nchwc_conv", kind="fuse")

@@ -96,14 +96,15 @@ def test_float16_block_matches_onnxruntime_within_float16_tolerance():
 
 
 def test_float32_folds_where_the_pixels_repay_the_weight_copies():
-    """H·W >= F32_MIN_PIXELS_PER_OUTPUT · M in float32 (here 16 pixels against 8 outputs: stays);
-    float16 folds every block."""
-    assert 16 < F32_MIN_PIXELS_PER_OUTPUT * 8
-    model = mbconv(hw=4)
+    """H·W >= F32_MIN_PIXELS_PER_OUTPUT · M in float32 (here 4 pixels against 16 outputs: stays;
+    25 against 16: folds); float16 folds every block."""
+    assert 4 < F32_MIN_PIXELS_PER_OUTPUT * 16 <= 25
+    model = mbconv(hw=2, c=16)
     out = fused(model)
     assert scaled_convs(out) == [] and [n.name for n in out.graph.node if n.op_type == "Mul"] == ["excite_mul"]
     check_fused_against_onnxruntime(model, out, 1e-4)
-    assert len(scaled_convs(fused(mbconv(hw=4, dtype=F16)))) == 1
+    assert len(scaled_convs(fused(mbconv(hw=2, c=16, dtype=F16)))) == 1
+    assert len(scaled_convs(fused(mbconv(hw=5, c=16)))) == 1
 
 
 @pytest.mark.parametrize("variant", ["depthwise", "output", "constant-gate"])

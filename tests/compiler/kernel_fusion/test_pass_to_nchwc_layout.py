@@ -479,7 +479,8 @@ def squeeze_and_excite(mean="GlobalAveragePool", opset=13, as_net=False):
     r = net.op("Relu", [net.conv(s, 32, 4, out="reduce")])
     g = net.op("Sigmoid", [net.conv(r, 4, 32, out="excite")], out="gate")
     scaled = net.op("Mul", [d, g], out="scaled")
-    net.conv(scaled, 32, 8, out="Y")
+    # 32 outputs on 25 pixels: the float32 Mul stays a step (fold_channel_scale_into_nchwc_conv)
+    net.conv(scaled, 32, 32, out="Y")
     return net if as_net else net.model([("X", F32, [2, 8, 5, 5])], ["Y"], opset=opset)
 
 

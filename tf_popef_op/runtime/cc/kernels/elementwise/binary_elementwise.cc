@@ -89,6 +89,13 @@ inline void BlockOf8(const float* __restrict a, const float* __restrict b, float
 
 // Runs shorter than this are walked two loop levels at a time (see BinaryKernel).
 constexpr int64_t kShortRun = 64;
+// Elements per chunk of BinaryKernel's row-walked path, a quarter of kStreamingGrain. Its main
+// use, squeeze-and-excite's Mul(D, S) on the blocked layout, reads a D the step before wrote,
+// still in the cores' L2: at kStreamingGrain a 7² × 1152 float32 D (EfficientNetB0 batch 1,
+// 226 KB) was one chunk, and the thread that ran it took 21 µs, half of D coming from the
+// other core's L2 (10 µs with a one-thread pool); split over both threads it takes 10.5 µs,
+// in 6 chunks as in 2 (one per thread) (docs/benchmarks.md, "Squeeze-and-excite blocks").
+constexpr int64_t kRowsGrain = kStreamingGrain / 4;
 
 template <typename T, typename Op>
 class BinaryKernel final : public Kernel {
@@ -116,7 +123,7 @@ class BinaryKernel final : public Kernel {
     if (!rows_.dims.empty()) {
       const int64_t run = plan_.run_length(), ra = rows_.run_stride(0), rb = rows_.run_stride(1);
       const bool blocks_of_8 = run == 8 && sa == 1 && sb == 1;
-      ParallelFor(plan_.num_runs, ItemsPerChunk(run, kStreamingGrain), [&](int64_t begin, int64_t end) {
+      ParallelFor(plan_.num_runs, ItemsPerChunk(run, kRowsGrain), [&](int64_t begin, int64_t end) {
         ForEachRunInRange(rows_, begin, end, [&](int64_t o, const std::array<int64_t, 2>& off, int64_t n) {
           if (blocks_of_8) {  // a fixed-length loop the compiler turns into whole vectors
             const Op op;
