@@ -1,14 +1,13 @@
-// Workers take chunks of the oldest unfinished job with an atomic counter. After a job they
-// spin briefly for the next one before sleeping: a network runs hundreds of short kernels back
-// to back, and a condition-variable wake-up (tens of microseconds on a busy machine) would cost
-// more than many of those kernels.
+// Workers take chunks of the oldest unfinished job, from their home range first (below). After
+// a job they spin briefly for the next one before sleeping: a network runs hundreds of short
+// kernels back to back, and a condition-variable wake-up (tens of microseconds on a busy
+// machine) would cost more than many of those kernels.
 #include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
@@ -47,16 +46,6 @@ constexpr int kMaxHomes = 16;  // more threads share ranges (thread t uses range
 // The pool's index of the calling thread: 0 for any thread that is not one of its workers.
 thread_local int tls_home = 0;
 
-enum class ChunkOrder { kAffine, kShared };
-
-ChunkOrder ChunkOrderFromEnvironment() {
-  const char* text = std::getenv("TF_POPEF_CHUNK_ORDER");
-  return text != nullptr && std::string(text) == "shared" ? ChunkOrder::kShared : ChunkOrder::kAffine;
-}
-
-const ChunkOrder kChunkOrder = ChunkOrderFromEnvironment();
-const bool kChunkTrace = std::getenv("TF_POPEF_CHUNK_TRACE") != nullptr;
-
 struct Job {
   const std::function<void(int64_t, int64_t, int64_t)>* fn = nullptr;
   int64_t n = 0;
@@ -65,23 +54,22 @@ struct Job {
   // Per home range: (front << 32) | back, the chunks [front, back) not yet claimed.
   std::atomic<uint64_t> range[kMaxHomes];
   std::atomic<int64_t> claimed{0};
-  std::atomic<int64_t> next{0};  // kShared: the next chunk
   std::atomic<int> users{0};  // workers inside RunChunks; the job lives on its caller's stack
   std::mutex error_mu;
   std::exception_ptr error;
-  int8_t ran_by[64];  // kChunkTrace: the home of the thread that ran each chunk (first 64)
 
-  static uint64_t Pack(int64_t front, int64_t back) { return static_cast<uint64_t>(front) << 32 | static_cast<uint64_t>(back); }
+  static uint64_t Pack(int64_t front, int64_t back) {
+    return static_cast<uint64_t>(front) << 32 | static_cast<uint64_t>(back);
+  }
 
+  // (Ranges hold chunk numbers, at most kChunksPerThread per thread, so 32 bits each suffice.)
   void Start(int num_threads) {
     homes = std::min(num_threads, kMaxHomes);
-    for (int h = 0; h < homes; ++h) range[h].store(Pack(chunks * h / homes, chunks * (h + 1) / homes), std::memory_order_relaxed);
+    for (int h = 0; h < homes; ++h)
+      range[h].store(Pack(chunks * h / homes, chunks * (h + 1) / homes), std::memory_order_relaxed);
   }
 
-  bool Exhausted() const {
-    if (kChunkOrder == ChunkOrder::kShared) return next.load(std::memory_order_relaxed) >= chunks;
-    return claimed.load(std::memory_order_relaxed) >= chunks;
-  }
+  bool Exhausted() const { return claimed.load(std::memory_order_relaxed) >= chunks; }
 
   // A chunk of range h, from its front (its owner) or its back (another thread); -1 if empty.
   int64_t Claim(int h, bool front) {
@@ -98,10 +86,6 @@ struct Job {
   }
 
   void RunChunks() {
-    if (kChunkOrder == ChunkOrder::kShared) {
-      for (int64_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < chunks;) Run(c);
-      return;
-    }
     const int home = tls_home % homes;
     for (int64_t c; (c = Claim(home, true)) >= 0;) Run(c);
     for (int k = 1; k < homes; ++k)
@@ -109,7 +93,6 @@ struct Job {
   }
 
   void Run(int64_t c) {
-    if (kChunkTrace && c < 64) ran_by[c] = static_cast<int8_t>(tls_home);
     try {
       (*fn)(c, n * c / chunks, n * (c + 1) / chunks);
     } catch (...) {
@@ -235,15 +218,12 @@ void ThreadPool::RunChunks(int64_t n, int64_t chunks, const std::function<void(i
   job.n = n;
   job.chunks = chunks;
   job.Start(impl_->num_threads);
-  // kShared: the caller's first chunk is chunk 0, claimed before workers can see the job.
-  if (kChunkOrder == ChunkOrder::kShared) job.next.store(1, std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     impl_->jobs.push_back(&job);
     impl_->pushes.fetch_add(1, std::memory_order_relaxed);
   }
   impl_->cv.notify_all();
-  if (kChunkOrder == ChunkOrder::kShared) job.Run(0);
   job.RunChunks();  // the caller works on, so the job finishes even if no worker is free
   {
     // Every chunk is handed out: take the job off the queue, so no new worker can join it.
@@ -252,11 +232,6 @@ void ThreadPool::RunChunks(int64_t n, int64_t chunks, const std::function<void(i
   }
   // Workers that joined finish their chunks before leaving, so users == 0 means all are done.
   while (job.users.load(std::memory_order_acquire) != 0) std::this_thread::yield();
-  if (kChunkTrace) {
-    std::string line = "chunks " + std::to_string(chunks) + " n " + std::to_string(n) + ":";
-    for (int64_t c = 0; c < std::min<int64_t>(chunks, 64); ++c) line += " " + std::to_string(job.ran_by[c]);
-    std::fprintf(stderr, "%s\n", line.c_str());
-  }
   if (job.error) std::rethrow_exception(job.error);
 }
 
