@@ -63,8 +63,9 @@ struct Job {
   }
 
   // (Ranges hold chunk numbers, at most kChunksPerThread per thread, so 32 bits each suffice.)
+  // Fewer chunks than threads: chunk t is thread t's, and the threads past them share ranges.
   void Start(int num_threads) {
-    homes = std::min(num_threads, kMaxHomes);
+    homes = static_cast<int>(std::min<int64_t>(std::min(num_threads, kMaxHomes), chunks));
     for (int h = 0; h < homes; ++h)
       range[h].store(Pack(chunks * h / homes, chunks * (h + 1) / homes), std::memory_order_relaxed);
   }
