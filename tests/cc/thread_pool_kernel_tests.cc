@@ -56,7 +56,7 @@ void CheckCoverage(ThreadPool& pool, int64_t n, int64_t grain) {
 }
 
 KERNEL_TEST(ThreadPool_CoversEveryIndexExactlyOnce) {
-  for (int threads : {1, 2, 3, 5}) {
+  for (int threads : {1, 2, 3, 4, 5}) {
     ThreadPool pool(threads);
     EXPECT_TRUE(pool.num_threads() == threads);
     for (int64_t n : {0, 1, 2, 3, 7, 8, 63, 64, 65, 1000, 4097})
@@ -70,7 +70,7 @@ KERNEL_TEST(ThreadPool_CoversEveryIndexExactlyOnce) {
 // others): every index once, every chunk at least the grain, and no more than 4 per thread
 // (a pool of one thread runs it as one chunk).
 KERNEL_TEST(ThreadPool_ParallelForSplitsIntoFewChunksPerThread) {
-  for (int threads : {1, 2, 3}) {
+  for (int threads : {1, 2, 3, 4}) {
     ThreadPool pool(threads);
     for (int64_t n : {1, 7, 64, 1000, 4097})
       for (int64_t grain : {1, 3, 100}) {
@@ -209,6 +209,92 @@ KERNEL_TEST(ThreadPool_WorkerThatFinishesFirstTakesTheNextJobs) {
   if (caller_ran_both > 0)
     Fail("the worker missed " + std::to_string(caller_ran_both) + " of " + std::to_string(kJobs) +
          " jobs (the caller waited 1 s for it, then ran its chunk)");
+}
+
+// Home ranges: with every thread present (each chunk waits, bounded, until all T threads have
+// entered one), thread t's first chunk is the front of the t-th share of the chunks (the
+// caller's chunk 0), and each thread runs its own share front to back.
+KERNEL_TEST(ThreadPool_EachThreadStartsAtItsHomeRange) {
+  for (int threads : {2, 3, 4}) {
+    ThreadPool pool(threads);
+    for (int64_t chunks : {int64_t{threads}, int64_t{4} * threads}) {
+      const std::string where = "threads " + std::to_string(threads) + ", chunks " + std::to_string(chunks);
+      std::mutex mu;
+      std::vector<std::pair<std::thread::id, int64_t>> order;  // (thread, chunk) as run
+      std::atomic<int> entered{0};
+      std::set<std::thread::id> seen;
+      const std::thread::id caller = std::this_thread::get_id();
+      pool.ParallelFor(chunks, 1, [&](int64_t begin, int64_t end) {
+        EXPECT_TRUE(end == begin + 1);
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          order.emplace_back(std::this_thread::get_id(), begin);
+          if (seen.insert(std::this_thread::get_id()).second) entered.fetch_add(1);
+        }
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+        while (entered.load() < threads && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+      });
+      if (entered.load() < threads) {
+        Fail(where + ": only " + std::to_string(entered.load()) + " threads took part within 2 s");
+        continue;
+      }
+      std::set<int64_t> firsts, homes;
+      for (int t = 0; t < threads; ++t) homes.insert(chunks * t / threads);
+      std::set<std::thread::id> started;
+      for (const auto& [id, chunk] : order)
+        if (started.insert(id).second) {
+          firsts.insert(chunk);
+          if (id == caller && chunk != 0) Fail(where + ": the caller started at chunk " + std::to_string(chunk));
+        }
+      if (firsts != homes) Fail(where + ": the threads' first chunks are not the fronts of their home ranges");
+      // Within a home range, chunks run in ascending order by its owner.
+      for (const auto& id : started) {
+        int64_t last = -1, home = -1;
+        for (const auto& [who, chunk] : order) {
+          if (who != id) continue;
+          if (home < 0) home = chunk;
+          const int64_t share_end = chunks * ((home * threads / chunks) + 1) / threads;
+          if (chunk >= home && chunk < share_end) {
+            if (chunk <= last) Fail(where + ": a thread ran its own range out of order");
+            last = chunk;
+          }
+        }
+      }
+    }
+  }
+}
+
+// A thread done with its own share takes chunks from the far end of another's: the worker's
+// first chunk (4 of 8) holds it (bounded) until the caller has run three chunks outside its own
+// share, which must be 7, 6, 5 after its own 0, 1, 2, 3; every chunk runs once.
+KERNEL_TEST(ThreadPool_ThreadsStealFromTheFarEnd) {
+  ThreadPool pool(2);
+  const std::thread::id caller = std::this_thread::get_id();
+  std::mutex mu;
+  std::vector<int64_t> by_caller;
+  std::atomic<int> stolen{0};
+  std::atomic<int> hits[8] = {};
+  pool.ParallelFor(8, 1, [&](int64_t begin, int64_t) {
+    hits[begin].fetch_add(1);
+    if (std::this_thread::get_id() == caller) {
+      std::lock_guard<std::mutex> lock(mu);
+      by_caller.push_back(begin);
+      if (begin >= 4) stolen.fetch_add(1);
+      return;
+    }
+    if (begin != 4) return;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (stolen.load() < 3 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  });
+  for (int c = 0; c < 8; ++c) EXPECT_TRUE(hits[c].load() == 1);
+  // The worker may not have come at all (then the caller ran chunk 4 last).
+  const std::vector<int64_t> want = {0, 1, 2, 3, 7, 6, 5};
+  std::vector<int64_t> got(by_caller.begin(), by_caller.begin() + std::min<size_t>(by_caller.size(), 7));
+  if (got != want) {
+    std::string text;
+    for (int64_t c : by_caller) text += " " + std::to_string(c);
+    Fail("the caller ran chunks" + text + ", expected 0 1 2 3 7 6 5 (then 4 if no worker came)");
+  }
 }
 
 KERNEL_TEST(ThreadPool_SizeFromEnvironment) {

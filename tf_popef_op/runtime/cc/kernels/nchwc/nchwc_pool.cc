@@ -46,8 +46,9 @@ class NchwcPoolKernel final : public Kernel {
       // pool for strided 1x1 convolutions sharing an X.
       ParallelFor(rows, ItemsPerChunk(g_.ow * kNchwcBlock, kStreamingGrain), [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
-          const AT* src = x + (r / g_.oh) * g_.in_block_stride() + (r % g_.oh) * g_.sh * g_.w * kNchwcBlock;
-          AT* dst = y + r * g_.ow * kNchwcBlock;
+          const int64_t plane = Plane(r), oy = Row(r);
+          const AT* src = x + plane * g_.in_block_stride() + oy * g_.sh * g_.w * kNchwcBlock;
+          AT* dst = y + (plane * g_.oh + oy) * g_.ow * kNchwcBlock;
           for (int64_t ox = 0; ox < g_.ow; ++ox, dst += kNchwcBlock)
             std::copy(src + ox * g_.sw * kNchwcBlock, src + (ox * g_.sw + 1) * kNchwcBlock, dst);
         }
@@ -57,13 +58,19 @@ class NchwcPoolKernel final : public Kernel {
     const int64_t row_elements = g_.ow * g_.kh * g_.kw * kNchwcBlock;
     ParallelFor(rows, ItemsPerChunk(row_elements, kStreamingGrain), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
-        const int64_t plane = r / g_.oh;
-        row_fn_(g_, flag_, x, y, plane / g_.out_blocks, plane % g_.out_blocks, r % g_.oh);
+        const int64_t plane = Plane(r);
+        row_fn_(g_, flag_, x, y, plane / g_.out_blocks, plane % g_.out_blocks, Row(r));
       }
     });
   }
 
  private:
+  // Work item r is output row Row(r) of the (image, block) plane Plane(r), ordered image, row,
+  // block: a thread's contiguous share of the items (thread_pool.h, home ranges) is then a band
+  // of rows across all blocks, the pixels the convolutions before and after give that thread.
+  int64_t Plane(int64_t r) const { return r / (g_.oh * g_.out_blocks) * g_.out_blocks + r % g_.out_blocks; }
+  int64_t Row(int64_t r) const { return r / g_.out_blocks % g_.oh; }
+
   const NchwcGeometry g_;
   const bool flag_;
   const int64_t n_;

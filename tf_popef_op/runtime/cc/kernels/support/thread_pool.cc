@@ -1,7 +1,7 @@
-// Workers take chunks of the oldest unfinished job with an atomic counter. After a job they
-// spin briefly for the next one before sleeping: a network runs hundreds of short kernels back
-// to back, and a condition-variable wake-up (tens of microseconds on a busy machine) would cost
-// more than many of those kernels.
+// Workers take chunks of the oldest unfinished job, from their home range first (below). After
+// a job they spin briefly for the next one before sleeping: a network runs hundreds of short
+// kernels back to back, and a condition-variable wake-up (tens of microseconds on a busy
+// machine) would cost more than many of those kernels.
 #include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
 
 #include <algorithm>
@@ -35,19 +35,62 @@ constexpr auto kWorkerSpin = std::chrono::microseconds(200);
 // onnxruntime's with dynamic chunks against 1.39x with a static split; docs/benchmarks.md).
 constexpr int64_t kChunksPerThread = 4;
 
+// Each thread has a home range of a job's chunks: thread t of T the t-th contiguous share,
+// which kernels order as the t-th band of rows (batch 1) or group of images (batch 8). A thread
+// runs its own range front to back, then takes chunks from the back of the others' ranges, so
+// the rows a core wrote in one step are mostly the rows it reads in the next, from its own L2,
+// while a thread that starts late (its core shared with another process) still leaves its
+// share to the others.
+constexpr int kMaxHomes = 16;  // more threads share ranges (thread t uses range t % kMaxHomes)
+
+// The pool's index of the calling thread: 0 for any thread that is not one of its workers.
+thread_local int tls_home = 0;
+
 struct Job {
   const std::function<void(int64_t, int64_t, int64_t)>* fn = nullptr;
   int64_t n = 0;
   int64_t chunks = 0;
-  std::atomic<int64_t> next{0};
+  int homes = 1;
+  // Per home range: (front << 32) | back, the chunks [front, back) not yet claimed.
+  std::atomic<uint64_t> range[kMaxHomes];
+  std::atomic<int64_t> claimed{0};
   std::atomic<int> users{0};  // workers inside RunChunks; the job lives on its caller's stack
   std::mutex error_mu;
   std::exception_ptr error;
 
-  bool Exhausted() const { return next.load(std::memory_order_relaxed) >= chunks; }
+  static uint64_t Pack(int64_t front, int64_t back) {
+    return static_cast<uint64_t>(front) << 32 | static_cast<uint64_t>(back);
+  }
+
+  // (Ranges hold chunk numbers, at most kChunksPerThread per thread, so 32 bits each suffice.)
+  // Fewer chunks than threads: chunk t is thread t's, and the threads past them share ranges.
+  void Start(int num_threads) {
+    homes = static_cast<int>(std::min<int64_t>(std::min(num_threads, kMaxHomes), chunks));
+    for (int h = 0; h < homes; ++h)
+      range[h].store(Pack(chunks * h / homes, chunks * (h + 1) / homes), std::memory_order_relaxed);
+  }
+
+  bool Exhausted() const { return claimed.load(std::memory_order_relaxed) >= chunks; }
+
+  // A chunk of range h, from its front (its owner) or its back (another thread); -1 if empty.
+  int64_t Claim(int h, bool front) {
+    uint64_t r = range[h].load(std::memory_order_relaxed);
+    while (true) {
+      const int64_t f = static_cast<int64_t>(r >> 32), b = static_cast<int64_t>(r & 0xffffffffu);
+      if (f >= b) return -1;
+      const uint64_t next_r = front ? Pack(f + 1, b) : Pack(f, b - 1);
+      if (range[h].compare_exchange_weak(r, next_r, std::memory_order_relaxed)) {
+        claimed.fetch_add(1, std::memory_order_relaxed);
+        return front ? f : b - 1;
+      }
+    }
+  }
 
   void RunChunks() {
-    for (int64_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < chunks;) Run(c);
+    const int home = tls_home % homes;
+    for (int64_t c; (c = Claim(home, true)) >= 0;) Run(c);
+    for (int k = 1; k < homes; ++k)
+      for (int64_t c; (c = Claim((home + k) % homes, false)) >= 0;) Run(c);
   }
 
   void Run(int64_t c) {
@@ -134,7 +177,11 @@ ThreadPool& ThreadPool::Global() {
 ThreadPool::ThreadPool(int num_threads) : impl_(std::make_unique<Impl>()) {
   impl_->num_threads = std::max(1, num_threads);
   impl_->jobs.reserve(256);  // concurrent jobs (callers x nesting): no allocation on the hot path
-  for (int i = 1; i < impl_->num_threads; ++i) impl_->workers.emplace_back([this] { impl_->WorkerLoop(); });
+  for (int i = 1; i < impl_->num_threads; ++i)
+    impl_->workers.emplace_back([this, i] {
+      tls_home = i;
+      impl_->WorkerLoop();
+    });
 }
 
 ThreadPool::~ThreadPool() {
@@ -171,17 +218,13 @@ void ThreadPool::RunChunks(int64_t n, int64_t chunks, const std::function<void(i
   job.fn = &fn;
   job.n = n;
   job.chunks = chunks;
-  // The caller's first chunk is chunk 0, claimed before workers can see the job: at one chunk
-  // per thread (batch 1) each thread then keeps its part of the data from step to step, in its
-  // own L2, instead of whichever thread reaches the counter first taking it.
-  job.next.store(1, std::memory_order_relaxed);
+  job.Start(impl_->num_threads);
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     impl_->jobs.push_back(&job);
     impl_->pushes.fetch_add(1, std::memory_order_relaxed);
   }
   impl_->cv.notify_all();
-  job.Run(0);
   job.RunChunks();  // the caller works on, so the job finishes even if no worker is free
   {
     // Every chunk is handed out: take the job off the queue, so no new worker can join it.

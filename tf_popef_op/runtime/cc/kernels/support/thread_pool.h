@@ -31,6 +31,13 @@ class ThreadPool {
   // (except when n < grain), in at most a few chunks per thread that the threads take one at a
   // time, and returns when all are done. The first exception thrown by fn is rethrown here
   // after every chunk has finished.
+  //
+  // Home ranges: of T threads, the calling thread first runs the chunks of the first T-th of
+  // [0, n) in order, worker t those of the t-th, and a thread done with its own takes chunks
+  // from the far end of another's. So a kernel that orders its items by band of rows (or by
+  // image) gives each core the same pixels from step to step, which then stay in its L2, and a
+  // thread that starts late still leaves its share to the others. ParallelForChunks the same,
+  // chunk t being thread t's.
   void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
   // As ParallelFor, and fn also gets the chunk number in [0, NumChunks(n, grain)), for kernels
