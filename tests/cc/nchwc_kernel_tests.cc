@@ -152,8 +152,8 @@ void RunConv(const ConvCase& k, const Epi& e, uint32_t seed, DType dtype = F32) 
 // Float16 must be bit-identical to float32 on the same values rounded once to nearest even:
 // widening float16 is exact and the sums are float32 in both, whether the tiles convert in
 // registers (no activation or Relu/Clip) or the float16 adapter widens and narrows around them.
-// With constant_weights W is announced as a weight (KernelSpec::constant_inputs), so short rows
-// read a float32 copy of W widened once (nchwc_conv.cc, kWidenShortRowWeightsAtLoad): two
+// With constant_weights W is announced as a weight (KernelSpec::constant_inputs), so the tiles
+// read a float32 copy of W widened once (nchwc_conv.cc, kWidenWeightsAtLoad): two
 // threads with their own buffers (their own copies), two runs each (the second from the copy).
 void RunConvFloat16AgainstFloat32(const ConvCase& k, const Epi& e, uint32_t seed, bool constant_weights = false) {
   std::vector<double> naive;
@@ -355,9 +355,9 @@ KERNEL_TEST(NchwcConv_Float16_EveryGeometry_BitIdenticalToFloat32RoundedOnce) {
   });
 }
 
-// The same with W a weight: the short rows' float16 W widened once into a float32 copy the kernel
-// keeps, the long rows' per work item; every geometry, the epilogue classes (in registers, after
-// the tiles through the adapter, a Sum, an input scale).
+// The same with W a weight, widened once into a float32 copy the kernel keeps: every geometry
+// (short rows and long, one and several passes over the input channels), the epilogue classes
+// (in registers, after the tiles through the adapter, a Sum, an input scale).
 KERNEL_TEST(NchwcConv_Float16_ConstantWeights_BitIdenticalToFloat32RoundedOnce) {
   uint32_t seed = 17500;
   ForEachSimdPath([&] {
