@@ -8,7 +8,10 @@
 // float16 weights widened per item on rows of >= 96 pixels, rows of <= 32 pixels with padded
 // columns on a zero-padded copy (the copy is made once, outside the timing); bias + Relu in
 // registers; paired weights when M/8 is even. Threads: the runtime's pool
-// (TF_POPEF_NUM_THREADS). Prints best-of-reps µs per precision and fp16/fp32.
+// (TF_POPEF_NUM_THREADS). A third variant, "fp16w", is float16 X and Y with W widened to
+// float32 beforehand (conv_row_half_wide_weights: a copy made once, at load, so no per-item or
+// in-register conversion of W; passes sized as float32's). Prints best-of-reps µs per variant
+// and each float16 variant's time over float32's.
 //
 //   INC=$(.venv/bin/python -c "import nlohmann_json; print(nlohmann_json.get_include())")
 //   K=tf_popef_op/runtime/cc/kernels
@@ -76,7 +79,7 @@ int main(int argc, char** argv) {
   const int half_pass_blocks = argc > 5 ? std::atoi(argv[5]) : 0;
   const int widen_half = argc > 6 ? std::atoi(argv[6]) : -1;
   const int64_t threads = ThreadPool::Global().num_threads();
-  double total32 = 0, total16 = 0;
+  double total32 = 0, total16 = 0, total16w = 0;
   for (const Layer& l : kLayers) {
     if (only != nullptr && std::strstr(l.name, only) == nullptr) continue;
     NchwcGeometry g;
@@ -121,15 +124,18 @@ int main(int argc, char** argv) {
     for (int64_t i = 0; i < xn; ++i) x[i] = static_cast<float>((i * 7919) % 97) / 97.0f - 0.5f;
     for (int64_t i = 0; i < wn; ++i) w[i] = static_cast<float>((i * 104729) % 89) / 890.0f - 0.05f;
     std::vector<uint16_t> xh(xn), wh(wn), yh(yn);
-    std::vector<float> partial(yn);
+    std::vector<float> partial(yn), w_wide(wn);
+    for (int64_t i = 0; i < wn; ++i) w_wide[i] = tfpopef::HalfToFloat(wh[i]);
+    NchwcGeometry gw = g32;  // float32 weights, float16 activations
     for (int64_t i = 0; i < xn; ++i) xh[i] = tfpopef::FloatToHalf(x[i]);
     for (int64_t i = 0; i < wn; ++i) wh[i] = tfpopef::FloatToHalf(w[i]);
     NchwcEpilogue e;
     e.bias = bias.data();
     e.in_register = NchwcEpilogue::InRegister::kRelu;
     const int64_t rows = g.oh * segments, items = rows * groups;
-    auto time = [&](bool half) {
-      const NchwcGeometry& gg = half ? g16 : g32;
+    enum Variant { kFloat32, kFloat16, kFloat16WideWeights };
+    auto time = [&](Variant v) {
+      const NchwcGeometry& gg = v == kFloat16 ? g16 : v == kFloat16WideWeights ? gw : g32;
       const auto t0 = std::chrono::steady_clock::now();
       ParallelFor(items, 1, [&](int64_t i0, int64_t i1) {
         for (int64_t i = i0; i < i1; ++i) {
@@ -137,26 +143,34 @@ int main(int argc, char** argv) {
           const int64_t seg = row % segments, oy = row / segments;
           const int64_t ox0 = seg * segment, ox1 = std::min(gg.ow, ox0 + segment);
           const int64_t ob0 = grp * kItemBlocks, obn = std::min(kItemBlocks, gg.out_blocks - ob0);
-          if (half) tiles.conv_row_half(gg, xh.data(), wh.data(), e, partial.data(), yh.data(), 0, ob0, obn, oy, ox0, ox1);
+          if (v == kFloat16)
+            tiles.conv_row_half(gg, xh.data(), wh.data(), e, partial.data(), yh.data(), 0, ob0, obn, oy, ox0, ox1);
+          else if (v == kFloat16WideWeights)
+            tiles.conv_row_half_wide_weights(gg, xh.data(), w_wide.data(), e, partial.data(), yh.data(), 0, ob0, obn,
+                                             oy, ox0, ox1);
           else tiles.conv_row(gg, x.data(), w.data(), e, y.data(), y.data(), 0, ob0, obn, oy, ox0, ox1);
         }
       });
       return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     };
-    double best32 = 1e30, best16 = 1e30;
-    time(false);
-    time(true);
+    double best32 = 1e30, best16 = 1e30, best16w = 1e30;
+    time(kFloat32);
+    time(kFloat16);
+    time(kFloat16WideWeights);
     for (int r = 0; r < reps; ++r) {
-      best32 = std::min(best32, time(false));
-      best16 = std::min(best16, time(true));
+      best32 = std::min(best32, time(kFloat32));
+      best16 = std::min(best16, time(kFloat16));
+      best16w = std::min(best16w, time(kFloat16WideWeights));
     }
     total32 += best32;
     total16 += best16;
-    std::printf("%-24s fp32 %8.1f us  fp16 %8.1f us  fp16/fp32 %5.3f  (items %lld, segment %lld, widen %d)\n",
-                l.name, best32 * 1e6, best16 * 1e6, best16 / best32, static_cast<long long>(items),
-                static_cast<long long>(segment), g16.widen_weights ? 1 : 0);
+    total16w += best16w;
+    std::printf("%-24s fp32 %8.1f  fp16 %8.1f  fp16w %8.1f us  fp16/fp32 %5.3f  fp16w/fp32 %5.3f  (items %lld, "
+                "segment %lld, widen %d)\n",
+                l.name, best32 * 1e6, best16 * 1e6, best16w * 1e6, best16 / best32, best16w / best32,
+                static_cast<long long>(items), static_cast<long long>(segment), g16.widen_weights ? 1 : 0);
   }
-  std::printf("%-24s fp32 %8.1f us  fp16 %8.1f us  fp16/fp32 %5.3f\n", "total", total32 * 1e6, total16 * 1e6,
-              total16 / total32);
+  std::printf("%-24s fp32 %8.1f  fp16 %8.1f  fp16w %8.1f us  fp16/fp32 %5.3f  fp16w/fp32 %5.3f\n", "total",
+              total32 * 1e6, total16 * 1e6, total16w * 1e6, total16 / total32, total16w / total32);
   return 0;
 }

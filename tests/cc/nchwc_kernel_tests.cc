@@ -152,19 +152,22 @@ void RunConv(const ConvCase& k, const Epi& e, uint32_t seed, DType dtype = F32) 
 // Float16 must be bit-identical to float32 on the same values rounded once to nearest even:
 // widening float16 is exact and the sums are float32 in both, whether the tiles convert in
 // registers (no activation or Relu/Clip) or the float16 adapter widens and narrows around them.
-void RunConvFloat16AgainstFloat32(const ConvCase& k, const Epi& e, uint32_t seed) {
+// With constant_weights W is announced as a weight (KernelSpec::constant_inputs), so the tiles
+// read a float32 copy of W widened once (nchwc_conv.cc, kWidenWeightsAtLoad): two
+// threads with their own buffers (their own copies), two runs each (the second from the copy).
+void RunConvFloat16AgainstFloat32(const ConvCase& k, const Epi& e, uint32_t seed, bool constant_weights = false) {
   std::vector<double> naive;
   const std::vector<double> y32 = ConvTester(k, e, seed, F16, F32, &naive)
                                       .AddOutput(F32, {k.n, k.m / B, k.oh(), k.ow(), B},
                                                  std::vector<double>(static_cast<size_t>(k.n * k.m * k.oh() * k.ow())))
                                       .RunAndGetOutput(0);
   const size_t failures = CurrentFailures().size();
-  ConvTester(k, e, seed, F16, F16, &naive)
-      .AddOutput(F16, {k.n, k.m / B, k.oh(), k.ow(), B}, AsFloat16(y32))
-      .Tolerance(0, 0)
-      .Run();
+  KernelTester t = ConvTester(k, e, seed, F16, F16, &naive);
+  if (constant_weights) t.ConstantInput(1).Concurrently(2, 2);
+  t.AddOutput(F16, {k.n, k.m / B, k.oh(), k.ow(), B}, AsFloat16(y32)).Tolerance(0, 0).Run();
   for (size_t i = failures; i < CurrentFailures().size(); ++i)
-    CurrentFailures()[i] = Describe(k, e, F16) + " vs float32 rounded once: " + CurrentFailures()[i];
+    CurrentFailures()[i] = Describe(k, e, F16) + (constant_weights ? " constant W" : "") +
+                           " vs float32 rounded once: " + CurrentFailures()[i];
 }
 
 const Epi kPlain{"", {}, false, false};
@@ -349,6 +352,24 @@ KERNEL_TEST(NchwcConv_Float16_EveryGeometry_BitIdenticalToFloat32RoundedOnce) {
       for (const ConvCase& k : OneOfEachVariant()) RunConvFloat16AgainstFloat32(k, e, seed += 4);
     // every geometry (tile widths, paired weights, passes over the channels) with a sigmoid in registers
     for (const ConvCase& k : Geometries()) RunConvFloat16AgainstFloat32(k, Epi{"Swish", {1.0}, true, true}, seed += 4);
+  });
+}
+
+// The same with W a weight, widened once into a float32 copy the kernel keeps: every geometry
+// (short rows and long, one and several passes over the input channels), the epilogue classes
+// (in registers, after the tiles through the adapter, a Sum, an input scale).
+KERNEL_TEST(NchwcConv_Float16_ConstantWeights_BitIdenticalToFloat32RoundedOnce) {
+  uint32_t seed = 17500;
+  ForEachSimdPath([&] {
+    for (const ConvCase& k : Geometries())
+      RunConvFloat16AgainstFloat32(k, Epi{"Relu", {}, true, true}, seed += 4, /*constant_weights=*/true);
+    Epi scaled{"Clip", {0, 6}, true, false};
+    scaled.input_scale = true;
+    for (const Epi& e : {kPlain, Epi{"Swish", {1.0}, true, false}, Epi{"Elu", {1.0}, true, true}, scaled})
+      for (const ConvCase& k : OneOfEachVariant()) {
+        if (e.input_scale && (k.depthwise || k.plain_input || k.channels_last)) continue;  // (regular, blocked X only)
+        RunConvFloat16AgainstFloat32(k, e, seed += 4, /*constant_weights=*/true);
+      }
   });
 }
 

@@ -24,7 +24,8 @@
 // of the pixels it reads, as a stride-1 one.
 //
 // Float16: the tiles read W, X and Sum as they are (W widened in registers, or on long rows a
-// work item's pass at a time into a float32 scratch) and write Y rounded once (to nearest
+// work item's pass at a time into a float32 scratch; a W that is a weight is read as a float32
+// copy widened once, kWidenWeightsAtLoad) and write Y rounded once (to nearest
 // even) when the activation is one they apply in registers (none, Relu, Clip, Sigmoid, Swish,
 // HardSigmoid, HardSwish), or, depthwise, any activation (applied to each finished float32 row
 // piece in L1): a float16 CNN's activations then cross memory at half the bytes of float32,
@@ -39,8 +40,10 @@
 #include "tf_popef_op/runtime/cc/kernels/nchwc/nchwc_channel_affine.h"
 #include "tf_popef_op/runtime/cc/kernels/nchwc/nchwc_checks.h"
 #include "tf_popef_op/runtime/cc/kernels/nchwc/nchwc_tiles.h"
+#include "tf_popef_op/runtime/cc/kernels/support/constant_copies.h"
 #include "tf_popef_op/runtime/cc/kernels/support/epilogue.h"
 #include "tf_popef_op/runtime/cc/kernels/support/fp16_adapter.h"
+#include "tf_popef_op/runtime/cc/kernels/support/fp16_convert.h"
 #include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
 
 namespace tfpopef {
@@ -56,11 +59,19 @@ constexpr int64_t kItemBlocks = 8;
 // Weight bytes of one work item's pass over the input channels (kItemBlocks output blocks):
 // they stay in L2 while the item's pixel tiles use them, and the pass's input window in L1.
 constexpr int64_t kPassWeightBytes = 128 * 1024;
-// Float16 weights are widened into a float32 scratch once per work item and pass when its row
-// segment has at least this many pixels (16 tiles share the copy; ResNet50's 1x1 layers at
+// A float16 W that is not a weight (else kWidenWeightsAtLoad) is widened into a float32 scratch
+// once per work item and pass when its row segment has at least this many pixels (16 tiles
+// share the copy; ResNet50's 1x1 layers at
 // 56x56 to 14x14), else converted in registers by each tile (short rows: 3x3 rows of 7 to 28
 // pixels, 1x1 at 7x7, whose few tiles would not repay the copy).
 constexpr int64_t kWidenWeightsMinPixels = 96;
+// A float16 W that is a weight (KernelSpec::constant_inputs) is read instead as a float32 copy of
+// all of W, widened once, on the first run (ConstantCopies), so the tiles run the float32-weight
+// loop with no conversion per run, on short rows and long: exact (float16 -> float32 is
+// lossless), at twice W's bytes of memory. Tile level (benchmarks/cc/nchwc_precision_timing.cc,
+// fp16/fp32, 1 thread): short rows 1.01-1.07 -> 0.95-1.02 (DenseNet121's 3x3 128->32 at 14x14
+// 1.40 -> 1.15), long rows 0.98-1.07 with the per-item copy -> 0.91-1.03; docs/benchmarks.md.
+constexpr bool kWidenWeightsAtLoad = true;
 // Output rows at most this wide read a zero-padded copy of the input when the convolution pads
 // its columns: at a border pixel the window is cut, so it takes a 1-pixel tile (a few times
 // slower per pixel than the 6-pixel ones); on a 7-wide row that is 2 pixels of 7.
@@ -96,6 +107,8 @@ struct NchwcConvParams {
   bool depthwise = false;
   bool has_bias = false, has_sum = false, has_input_scale = false;
   bool half_weights = false;   // W is float16, widened by the tiles (NchwcGeometry::widen_weights)
+  bool wide_weights = false;   // float16 W read as its float32 copy, widened once (kWidenWeightsAtLoad)
+  int64_t weight_count = 0;    // W's values
   bool half_activations = false;  // X, Sum and Y are float16 (then W too, unless depthwise)
   bool weights_outer = false;  // items ordered block-group first (big weights; depthwise)
   bool pad_copy = false;       // run on a zero-padded copy of X (in scratch) with geometry `padded`
@@ -122,7 +135,8 @@ struct NchwcConvParams {
 
 class NchwcConvKernel final : public Kernel {
  public:
-  explicit NchwcConvKernel(const NchwcConvParams& p) : p_(p) {}
+  explicit NchwcConvKernel(const NchwcConvParams& p)
+      : p_(p), wide_weights_(p.wide_weights ? std::make_unique<ConstantCopies>() : nullptr) {}
 
   size_t scratch_bytes() const override { return p_.scratch_bytes; }
 
@@ -156,6 +170,17 @@ class NchwcConvKernel final : public Kernel {
     const NchwcGeometry& g = geometry;
     const float* w = static_cast<const float*>(ctx.inputs[1]);
     const uint16_t* w_half = static_cast<const uint16_t*>(ctx.inputs[1]);
+    ConstantCopies::Copy wide;  // float16 W's float32 copy, kept alive for this run
+    if (wide_weights_ != nullptr) {
+      wide = wide_weights_->Get(w_half, [&] {
+        std::vector<float> f32(static_cast<size_t>(p_.weight_count));
+        ParallelFor(p_.weight_count, kStreamingGrain, [&](int64_t begin, int64_t end) {
+          WidenHalfToFloat(w_half + begin, f32.data() + begin, end - begin);
+        });
+        return f32;
+      });
+      w = wide->data();
+    }
     float* partial = nullptr;
     if constexpr (std::is_same_v<AT, float>) partial = y;
     else if (p_.partial_buffer) partial = reinterpret_cast<float*>(scratch + p_.partial_offset);
@@ -176,11 +201,13 @@ class NchwcConvKernel final : public Kernel {
         const int64_t ob0 = group * kItemBlocks, obn = std::min(kItemBlocks, g.out_blocks - ob0);
         if constexpr (std::is_same_v<AT, float>) {
           if (p_.depthwise) p_.tiles.depthwise_row(g, x, w, e, y, n, group, oy, ox0, ox1);
-          else if (p_.half_weights)
+          else if (p_.half_weights && !p_.wide_weights)
             p_.tiles.conv_row_half_weights(g, x, w_half, e, partial, y, n, ob0, obn, oy, ox0, ox1);
           else p_.tiles.conv_row(g, x, w, e, partial, y, n, ob0, obn, oy, ox0, ox1);
         } else {
           if (p_.depthwise) p_.tiles.depthwise_row_half(g, x, w, e, y, n, group, oy, ox0, ox1);
+          else if (p_.wide_weights)
+            p_.tiles.conv_row_half_wide_weights(g, x, w, e, partial, y, n, ob0, obn, oy, ox0, ox1);
           else p_.tiles.conv_row_half(g, x, w_half, e, partial, y, n, ob0, obn, oy, ox0, ox1);
         }
       }
@@ -259,6 +286,7 @@ class NchwcConvKernel final : public Kernel {
   }
 
   const NchwcConvParams p_;
+  const std::unique_ptr<ConstantCopies> wide_weights_;  // null unless p_.wide_weights; thread-safe
 };
 
 // has_input_scale: 1 when S follows X, W, B and Sum (then the last input).
@@ -389,8 +417,11 @@ std::unique_ptr<Kernel> PrepareNchwcConv(const KernelSpec& spec) {
       ++p.segments;
   }
   p.segment = (g.ow + p.segments - 1) / p.segments;
-  g.widen_weights = p.half_weights && p.segment >= kWidenWeightsMinPixels;
-  const size_t weight_bytes = p.half_weights && !g.widen_weights ? sizeof(uint16_t) : sizeof(float);
+  const bool constant_weights = spec.constant_inputs.size() > 1 && spec.constant_inputs[1];
+  p.wide_weights = p.half_weights && !p.depthwise && constant_weights && kWidenWeightsAtLoad;
+  g.widen_weights = p.half_weights && !p.wide_weights && p.segment >= kWidenWeightsMinPixels;
+  p.weight_count = Product(w);
+  const size_t weight_bytes = p.half_weights && !g.widen_weights && !p.wide_weights ? sizeof(uint16_t) : sizeof(float);
   const int64_t block_weight_bytes = kItemBlocks * g.kh * g.kw * g.in_lanes * kNchwcBlock * weight_bytes;
   g.in_blocks_per_pass = std::max<int64_t>(1, kPassWeightBytes / block_weight_bytes);
   // Weights bigger than one image's input (late ResNet layers): walk the rows inside each
@@ -424,10 +455,11 @@ std::unique_ptr<Kernel> PrepareNchwcConv(const KernelSpec& spec) {
 std::unique_ptr<Kernel> CreateNchwcConv(const KernelSpec& spec) {
   CheckArity(spec, 2, 5, 1);
   CheckSameDType(spec, {DType::kFloat32, DType::kFloat16});
-  // A regular convolution's float16 weights are read as they are: they are most of a float16
-  // model's bytes; the tiles widen them in registers, or on long rows each work item widens
-  // its own part, a pass at a time, into a float32 scratch in L2 that all its pixel tiles read
-  // (kWidenWeightsMinPixels), instead of the adapter widening a copy of all of W every run.
+  // A regular convolution's float16 weights are read as they are: a weight W is widened once
+  // into a float32 copy the kernel keeps (kWidenWeightsAtLoad); any other W is widened by the
+  // tiles in registers, or on long rows each work item widens its own part, a pass at a time,
+  // into a float32 scratch in L2 that all its pixel tiles read (kWidenWeightsMinPixels),
+  // instead of the adapter widening a copy of all of W every run.
   // Depthwise weights and the bias are few: the adapter widens them.
   // The depthwise tiles finish any activation on a float32 row piece in L1 before rounding it.
   std::vector<size_t> native_inputs, native_outputs;
