@@ -63,8 +63,8 @@ constexpr int64_t kBandBytes = 512 * 1024;
 constexpr int64_t kItemBlocks = 8;
 constexpr int64_t kPassWeightBytes = 128 * 1024;
 constexpr size_t kScratchAlign = 64;
-// Distance between the items' slices of scratch, whatever a block's buffers take (at most
-// kBandBytes when cut into bands): every kernel's scratch starts at the same address, so with a
+// Distance between the slices of scratch of runs of rows, whatever a block's buffers take (at
+// most kBandBytes when cut into bands): every kernel's scratch starts at the same address, so with a
 // fixed stride thread t writes its band buffers into the lines it wrote in the block before,
 // which are in its own L2. Slices of each block's own size would put the worker's slice over
 // lines the caller wrote last (and the other way round), each block's first band then pulling
@@ -457,7 +457,8 @@ std::unique_ptr<Kernel> PrepareNchwcInvertedResidual(const KernelSpec& spec) {
   p.d_offset = AlignUp(static_cast<size_t>(mid * p.buffer_rows * p.w * act));
   p.slice_bytes = p.d_offset + (project_bands ? AlignUp(static_cast<size_t>(mid * p.band_rows * p.ow * act)) : 0);
   p.slices = std::min<int64_t>(threads, p.n * p.chunks_per_image * p.runs_per_image);
-  p.slice_stride = p.slices > 1 ? std::max(p.slice_bytes, kSliceStride) : p.slice_bytes;
+  // (Runs of rows only, where it was measured: MobileNetV2's blocks at batch 1.)
+  p.slice_stride = p.chunks_per_image > 1 ? std::max(p.slice_bytes, kSliceStride) : p.slice_bytes;
   p.d_full_offset = static_cast<size_t>(p.slices) * p.slice_stride;
   p.scratch_bytes = p.d_full_offset + (p.two_phase ? static_cast<size_t>(p.n * d_image_bytes) : 0);
   p.tiles = NchwcTiles();
