@@ -63,6 +63,13 @@ constexpr int64_t kBandBytes = 512 * 1024;
 constexpr int64_t kItemBlocks = 8;
 constexpr int64_t kPassWeightBytes = 128 * 1024;
 constexpr size_t kScratchAlign = 64;
+// Distance between the slices of scratch of runs of rows, whatever a block's buffers take (at
+// most kBandBytes when cut into bands): every kernel's scratch starts at the same address, so with a
+// fixed stride thread t writes its band buffers into the lines it wrote in the block before,
+// which are in its own L2. Slices of each block's own size would put the worker's slice over
+// lines the caller wrote last (and the other way round), each block's first band then pulling
+// them from the other core (docs/benchmarks.md, "Batch 1 against OpenVINO, block by block").
+constexpr size_t kSliceStride = kBandBytes + 2 * kScratchAlign;
 
 size_t AlignUp(size_t n) { return (n + kScratchAlign - 1) / kScratchAlign * kScratchAlign; }
 
@@ -90,7 +97,7 @@ struct InvertedResidualParams {
   // pixels each; depthwise on E's band (pad_top set per band).
   NchwcGeometry expand, depthwise, project;
   NchwcEpilogue expand_epilogue, depthwise_epilogue, project_epilogue;
-  size_t d_offset = 0, slice_bytes = 0, scratch_bytes = 0;
+  size_t d_offset = 0, slice_bytes = 0, slice_stride = 0, scratch_bytes = 0;
   int64_t slices = 0;
   NchwcTileFns tiles;
 };
@@ -135,7 +142,7 @@ class NchwcInvertedResidualKernel final : public Kernel {
     if (items == 0) return;
     AT* d_full = reinterpret_cast<AT*>(static_cast<char*>(ctx.scratch) + p_.d_full_offset);
     ParallelForChunks(items, 1, [&](int64_t slice, int64_t i0, int64_t i1) {
-      char* base = static_cast<char*>(ctx.scratch) + slice * p_.slice_bytes;
+      char* base = static_cast<char*>(ctx.scratch) + slice * p_.slice_stride;
       AT* e_buf = reinterpret_cast<AT*>(base);
       AT* d_buf = reinterpret_cast<AT*>(base + p_.d_offset);
       for (int64_t i = i0; i < i1; ++i) {
@@ -450,7 +457,9 @@ std::unique_ptr<Kernel> PrepareNchwcInvertedResidual(const KernelSpec& spec) {
   p.d_offset = AlignUp(static_cast<size_t>(mid * p.buffer_rows * p.w * act));
   p.slice_bytes = p.d_offset + (project_bands ? AlignUp(static_cast<size_t>(mid * p.band_rows * p.ow * act)) : 0);
   p.slices = std::min<int64_t>(threads, p.n * p.chunks_per_image * p.runs_per_image);
-  p.d_full_offset = static_cast<size_t>(p.slices) * p.slice_bytes;
+  // (Runs of rows only, where it was measured: MobileNetV2's blocks at batch 1.)
+  p.slice_stride = p.chunks_per_image > 1 ? std::max(p.slice_bytes, kSliceStride) : p.slice_bytes;
+  p.d_full_offset = static_cast<size_t>(p.slices) * p.slice_stride;
   p.scratch_bytes = p.d_full_offset + (p.two_phase ? static_cast<size_t>(p.n * d_image_bytes) : 0);
   p.tiles = NchwcTiles();
   return std::make_unique<NchwcInvertedResidualKernel>(p);
