@@ -1,6 +1,6 @@
-// The AVX2 builds of AddBlockedRuns and AddBlockedHalfRuns (blocked_runs.inc), compiled for that target whatever the
-// build's -march (target_pragma.h), so it is entered only through BlockedRunsAdder() after the
-// CPU check.
+// The AVX2 builds of AddBlockedRuns and AddBlockedHalfRuns (blocked_runs.inc), compiled for that
+// target whatever the build's -march (target_pragma.h), so they are entered only through
+// BlockedRunsAdder() and BlockedHalfRunsAdder() after the CPU check.
 #include <cstdint>
 
 #include "tf_popef_op/runtime/cc/kernels/reduction/blocked_runs.h"
