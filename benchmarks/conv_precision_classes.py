@@ -1,7 +1,7 @@
 """Convolution time by kind, float16 program against float32 program, in one process.
 
-Loads a model's cached PopEFs (benchmarks/.cache/<export>-b<N>-fp32.popef and -fp16.popef, as
-`bench_models.py --parts compile` writes them), runs both with the profiler in alternating
+Loads a model's cached PopEFs (benchmarks/.cache/<export>-b<N>-fp32.popef and -fp16.popef, or
+in $TF_POPEF_BENCH_CACHE, as `bench_models.py --parts compile` writes them), runs both with the profiler in alternating
 blocks (so the machine's load falls on both alike) and prints the conv steps' ms per run by
 kernel kind (op_profiles.conv_kinds on the converted model): 1x1, 3x3, 7x7, ... A layer the
 float32 program runs as a Winograd convolution is listed apart in both, since the two
@@ -31,7 +31,7 @@ from compiler.converter import Converter  # noqa: E402
 from op_profiles import conv_kinds  # noqa: E402
 from tf_popef_op.runtime import ModelRunner, RuntimeConfig  # noqa: E402
 
-CACHE = os.path.join(ROOT, "benchmarks", ".cache")
+CACHE = os.environ.get("TF_POPEF_BENCH_CACHE") or os.path.join(ROOT, "benchmarks", ".cache")  # as model_zoo.py
 PRECISIONS = ("fp32", "fp16")
 
 

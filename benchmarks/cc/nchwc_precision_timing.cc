@@ -9,7 +9,7 @@
 // columns on a zero-padded copy (the copy is made once, outside the timing); bias + Relu in
 // registers; paired weights when M/8 is even. Threads: the runtime's pool
 // (TF_POPEF_NUM_THREADS). A third variant, "fp16w", is float16 X and Y with W widened to
-// float32 beforehand (conv_row_half_wide_weights: a copy made once, at load, so no per-item or
+// float32 beforehand (conv_row_half_wide_weights: a copy made once, on the first run, so no per-item or
 // in-register conversion of W; passes sized as float32's). Prints best-of-reps µs per variant
 // and each float16 variant's time over float32's.
 //

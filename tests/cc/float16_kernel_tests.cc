@@ -138,6 +138,8 @@ KERNEL_TEST(Float16_Reduce_EveryWalk_BitIdenticalToFloat32RoundedOnce) {
     cases.push_back({op, {{"axes", {2}}}, {{6, 7, 1100}}, {6, 7, 1}});          // long runs: pieces and a tail
     cases.push_back({op, {{"axes", {2, 3}}}, {{2, 4, 7, 9, 8}}, {2, 4, 1, 1, 8}});  // blocked: rows of short runs
     cases.push_back({op, {{"axes", {2, 3}}}, {{1, 2, 40, 30, 8}}, {1, 2, 1, 1, 8}});  // rows over several pieces
+    // rows of 1073 runs: 16 batches of 64 and a tail of 49, no multiple of 4 (AddBlockedHalfRuns)
+    cases.push_back({op, {{"axes", {2, 3}}}, {{2, 3, 37, 29, 8}}, {2, 3, 1, 1, 8}});
     cases.push_back({op, {{"axes", {0}}}, {{5, 3, 700}}, {1, 3, 700}});          // strided into many outputs
     cases.push_back({op, {{"axes", {1}}}, {{64, 50, 40}}, {64, 1, 40}});         // over the pool
   }

@@ -153,7 +153,7 @@ void RunConv(const ConvCase& k, const Epi& e, uint32_t seed, DType dtype = F32) 
 // widening float16 is exact and the sums are float32 in both, whether the tiles convert in
 // registers (no activation or Relu/Clip) or the float16 adapter widens and narrows around them.
 // With constant_weights W is announced as a weight (KernelSpec::constant_inputs), so the tiles
-// read a float32 copy of W widened once (nchwc_conv.cc, kWidenWeightsAtLoad): two
+// read a float32 copy of W widened once, on the first run (nchwc_conv.cc): two
 // threads with their own buffers (their own copies), two runs each (the second from the copy).
 void RunConvFloat16AgainstFloat32(const ConvCase& k, const Epi& e, uint32_t seed, bool constant_weights = false) {
   std::vector<double> naive;

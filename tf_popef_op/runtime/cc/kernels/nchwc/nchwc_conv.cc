@@ -25,7 +25,7 @@
 //
 // Float16: the tiles read W, X and Sum as they are (W widened in registers, or on long rows a
 // work item's pass at a time into a float32 scratch; a W that is a weight is read as a float32
-// copy widened once, kWidenWeightsAtLoad) and write Y rounded once (to nearest
+// copy widened once, on the first run) and write Y rounded once (to nearest
 // even) when the activation is one they apply in registers (none, Relu, Clip, Sigmoid, Swish,
 // HardSigmoid, HardSwish), or, depthwise, any activation (applied to each finished float32 row
 // piece in L1): a float16 CNN's activations then cross memory at half the bytes of float32,
@@ -59,19 +59,19 @@ constexpr int64_t kItemBlocks = 8;
 // Weight bytes of one work item's pass over the input channels (kItemBlocks output blocks):
 // they stay in L2 while the item's pixel tiles use them, and the pass's input window in L1.
 constexpr int64_t kPassWeightBytes = 128 * 1024;
-// A float16 W that is not a weight (else kWidenWeightsAtLoad) is widened into a float32 scratch
+// A float16 W that is not a weight (a weight takes the float32 copy below) is widened into a float32 scratch
 // once per work item and pass when its row segment has at least this many pixels (16 tiles
 // share the copy; ResNet50's 1x1 layers at
 // 56x56 to 14x14), else converted in registers by each tile (short rows: 3x3 rows of 7 to 28
 // pixels, 1x1 at 7x7, whose few tiles would not repay the copy).
 constexpr int64_t kWidenWeightsMinPixels = 96;
-// A float16 W that is a weight (KernelSpec::constant_inputs) is read instead as a float32 copy of
-// all of W, widened once, on the first run (ConstantCopies), so the tiles run the float32-weight
-// loop with no conversion per run, on short rows and long: exact (float16 -> float32 is
-// lossless), at twice W's bytes of memory. Tile level (benchmarks/cc/nchwc_precision_timing.cc,
-// fp16/fp32, 1 thread): short rows 1.01-1.07 -> 0.95-1.02 (DenseNet121's 3x3 128->32 at 14x14
-// 1.40 -> 1.15), long rows 0.98-1.07 with the per-item copy -> 0.91-1.03; docs/benchmarks.md.
-constexpr bool kWidenWeightsAtLoad = true;
+// A float16 W that is a weight (KernelSpec::constant_inputs) of a regular convolution is read
+// instead as a float32 copy of all of W, widened once, on the first run (ConstantCopies), so the
+// tiles run the float32-weight loop with no conversion per run, on short rows and long: exact
+// (float16 -> float32 is lossless), at twice W's bytes of memory. Tile level
+// (benchmarks/cc/nchwc_precision_timing.cc, fp16/fp32, 1 thread): short rows 1.01-1.07 ->
+// 0.95-1.02 (DenseNet121's 3x3 128->32 at 14x14 1.40 -> 1.15), long rows 0.98-1.07 with the
+// per-item copy -> 0.91-1.03; docs/benchmarks.md.
 // Output rows at most this wide read a zero-padded copy of the input when the convolution pads
 // its columns: at a border pixel the window is cut, so it takes a 1-pixel tile (a few times
 // slower per pixel than the 6-pixel ones); on a 7-wide row that is 2 pixels of 7.
@@ -107,7 +107,7 @@ struct NchwcConvParams {
   bool depthwise = false;
   bool has_bias = false, has_sum = false, has_input_scale = false;
   bool half_weights = false;   // W is float16, widened by the tiles (NchwcGeometry::widen_weights)
-  bool wide_weights = false;   // float16 W read as its float32 copy, widened once (kWidenWeightsAtLoad)
+  bool wide_weights = false;   // float16 W, a weight: read as its float32 copy, widened on the first run
   int64_t weight_count = 0;    // W's values
   bool half_activations = false;  // X, Sum and Y are float16 (then W too, unless depthwise)
   bool weights_outer = false;  // items ordered block-group first (big weights; depthwise)
@@ -418,7 +418,7 @@ std::unique_ptr<Kernel> PrepareNchwcConv(const KernelSpec& spec) {
   }
   p.segment = (g.ow + p.segments - 1) / p.segments;
   const bool constant_weights = spec.constant_inputs.size() > 1 && spec.constant_inputs[1];
-  p.wide_weights = p.half_weights && !p.depthwise && constant_weights && kWidenWeightsAtLoad;
+  p.wide_weights = p.half_weights && !p.depthwise && constant_weights;
   g.widen_weights = p.half_weights && !p.wide_weights && p.segment >= kWidenWeightsMinPixels;
   p.weight_count = Product(w);
   const size_t weight_bytes = p.half_weights && !g.widen_weights && !p.wide_weights ? sizeof(uint16_t) : sizeof(float);
@@ -455,8 +455,8 @@ std::unique_ptr<Kernel> PrepareNchwcConv(const KernelSpec& spec) {
 std::unique_ptr<Kernel> CreateNchwcConv(const KernelSpec& spec) {
   CheckArity(spec, 2, 5, 1);
   CheckSameDType(spec, {DType::kFloat32, DType::kFloat16});
-  // A regular convolution's float16 weights are read as they are: a weight W is widened once
-  // into a float32 copy the kernel keeps (kWidenWeightsAtLoad); any other W is widened by the
+  // A regular convolution's float16 weights are read as they are: a weight W is widened once,
+  // on the first run, into a float32 copy the kernel keeps; any other W is widened by the
   // tiles in registers, or on long rows each work item widens its own part, a pass at a time,
   // into a float32 scratch in L2 that all its pixel tiles read (kWidenWeightsMinPixels),
   // instead of the adapter widening a copy of all of W every run.

@@ -128,8 +128,8 @@ struct NchwcTileFns {
   NchwcConvRowFn<float, float> conv_row;
   NchwcConvRowFn<float, uint16_t> conv_row_half_weights;
   NchwcConvRowFn<uint16_t, uint16_t> conv_row_half;
-  // Float16 X, Sum and Y with float32 W: a float16 W widened once, at load, into a copy the
-  // kernel keeps (NchwcConv on short rows), so the tiles run the float32-weight loop.
+  // Float16 X, Sum and Y with float32 W: a float16 W that is a weight, widened once, on the
+  // first run, into a copy the kernel keeps (NchwcConv), so the tiles run the float32-weight loop.
   NchwcConvRowFn<uint16_t, float> conv_row_half_wide_weights;
   NchwcDepthwiseRowFn<float> depthwise_row;
   NchwcDepthwiseRowFn<uint16_t> depthwise_row_half;

@@ -18,12 +18,21 @@ namespace kernels {
 using AddBlockedRunsFn = void (*)(const float* x, int64_t runs, double* acc);
 constexpr int64_t kBlockedRunsFloatBatch = 64;
 
-// The build for this host's SIMD path (vector_math.h's ActivePath, TF_POPEF_SIMD).
+// The same sums of float16 runs (x: IEEE binary16 bits), each batch widened exactly and added in
+// AddBlockedRunsFn's order, so the result is the bits of AddBlockedRunsFn on the widened runs. The
+// AVX2 build widens each run in registers as it loads it (a float16 squeeze-and-excite mean reads
+// half the bytes and writes no widened copy); the portable build widens a batch at a time into L1.
+using AddBlockedHalfRunsFn = void (*)(const uint16_t* x, int64_t runs, double* acc);
+
+// The builds for this host's SIMD path (vector_math.h's ActivePath, TF_POPEF_SIMD).
 AddBlockedRunsFn BlockedRunsAdder();
+AddBlockedHalfRunsFn BlockedHalfRunsAdder();
 
 void AddBlockedRunsPortable(const float* x, int64_t runs, double* acc);
+void AddBlockedHalfRunsPortable(const uint16_t* x, int64_t runs, double* acc);
 // Defined only on x86-64 builds; use only when CpuHasAvx2Fma().
 void AddBlockedRunsAvx2(const float* x, int64_t runs, double* acc);
+void AddBlockedHalfRunsAvx2(const uint16_t* x, int64_t runs, double* acc);
 
 }  // namespace kernels
 }  // namespace tfpopef

@@ -99,7 +99,7 @@ struct MinOp {
 // means) is rows of runs of 8 into the same 8 outputs, summed by AddBlockedRuns (blocked_runs.h).
 constexpr int64_t kBlockLanes = 8;
 // AddBlockedRuns' float32 batches are one float16 piece, so a float16 input (widened a piece at
-// a time) takes the same steps as float32.
+// a time, or by AddBlockedHalfRuns as it loads each run) takes the same steps as float32.
 static_assert(kBlockedRunsFloatBatch * kBlockLanes == kHalfPiece, "a float32 batch is one float16 piece");
 
 // T: the stored element type; Op works on V = T, or float for float16 (T = uint16_t), whose
@@ -213,6 +213,7 @@ class ReduceKernel final : public Kernel {
     alignas(64) float piece[kHalf ? kHalfPiece : 1];
     const int64_t piece_runs = kHalf ? kHalfPiece / run : 0;
     [[maybe_unused]] const AddBlockedRunsFn add_blocked_runs = BlockedRunsAdder();
+    [[maybe_unused]] const AddBlockedHalfRunsFn add_blocked_half_runs = BlockedHalfRunsAdder();
     ForEachRunInRange(rows_, in_begin / run, in_end / run, [&](int64_t r, const std::array<int64_t, 1>& off, int64_t n) {
       Acc local[kShortRun];
       std::copy(acc + off[0], acc + off[0] + run, local);
@@ -224,6 +225,13 @@ class ReduceKernel final : public Kernel {
           for (int64_t i = 0; i < run; ++i) local[i] = op.step(local[i], xr[i]);
       };
       if constexpr (kHalf) {
+        if constexpr (kPlainFloatSum) {  // (widened as the loop loads it, in the same batches)
+          if (run == kBlockLanes) {
+            add_blocked_half_runs(x + r * run, n, local);
+            std::copy(local, local + run, acc + off[0]);
+            return;
+          }
+        }
         for (int64_t j = 0; j < n; j += piece_runs) {
           const int64_t runs = std::min(piece_runs, n - j);
           WidenHalfToFloat(x + (r + j) * run, piece, runs * run);
