@@ -7,7 +7,8 @@
 // (whole images per work item) and batch 1 (images cut into runs of rows per thread, or on small
 // planes run in two phases: runs of expanded channels, then of the project's outputs). The same
 // without the project stage (5 inputs, Y = D: EfficientNet's MBConv before its squeeze-and-excite)
-// with swish on both stages, against the two NchwcConv steps it replaces.
+// with swish on both stages, against the two NchwcConv steps it replaces. Float16 1x1 weights both
+// as weights (read as float32 copies widened once) and as plain inputs (widened in registers).
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -130,7 +131,9 @@ std::vector<double> NaiveBlock(const BlockCase& k, const BlockData& d) {
 
 std::vector<int64_t> BlockedShape(int64_t n, int64_t c, int64_t h, int64_t w) { return {n, c / B, h, w, B}; }
 
-KernelTester FusedTester(const BlockCase& k, const BlockData& d, DType dtype) {
+// constant_weights: the 1x1 weights are marked as weights (float16 ones are then read as float32
+// copies widened once), else read as inputs (float16 widened in registers by the tiles).
+KernelTester FusedTester(const BlockCase& k, const BlockData& d, DType dtype, bool constant_weights = true) {
   KernelTester t("NchwcInvertedResidual");
   t.Attrs({{"kernel_shape", {k.k, k.k}}, {"strides", {k.s, k.s}}, {"dilations", {1, 1}},
            {"pads", {k.pt, k.pl, k.pb, k.pr}}, {"residual", k.residual ? 1 : 0}})
@@ -148,7 +151,8 @@ KernelTester FusedTester(const BlockCase& k, const BlockData& d, DType dtype) {
       .AddInput(dtype, {k.cexp}, d.bd);
   if (k.project)
     t.AddInput(dtype, PointwiseShape(k.cout, k.cexp), BlockPointwise(d.wp, k.cout, k.cexp)).AddInput(dtype, {k.cout}, d.bp);
-  for (size_t i = 1; i < (k.project ? 7u : 5u); ++i) t.ConstantInput(i);
+  for (size_t i = 1; i < (k.project ? 7u : 5u); ++i)
+    if (constant_weights || (i != 1 && i != 5)) t.ConstantInput(i);
   return t;
 }
 
@@ -278,6 +282,21 @@ KERNEL_TEST(NchwcInvertedResidual_EveryPath_BitIdenticalToThreeNchwcConvs) {
             .Run();
         Label(failures, k.Describe() + (dtype == F16 ? " float16" : " float32") + " vs NchwcConv x3");
       }
+  });
+}
+
+KERNEL_TEST(NchwcInvertedResidual_EveryPath_Float16WeightsNotConstant_BitIdenticalToThreeNchwcConvs) {
+  uint32_t seed = 32500;
+  ForEachSimdPath([&] {
+    for (const BlockCase& k : Cases()) {
+      const BlockData d = RandomBlock(k, seed += 8, F16);
+      const size_t failures = CurrentFailures().size();
+      FusedTester(k, d, F16, /*constant_weights=*/false)
+          .AddOutput(F16, BlockedShape(k.n, k.cout, k.oh(), k.ow()), ChainedSteps(k, d, F16))
+          .Tolerance(0, 0)
+          .Run();
+      Label(failures, k.Describe() + " float16, 1x1 weights not constant, vs NchwcConv x3");
+    }
   });
 }
 

@@ -37,7 +37,10 @@
 // carries that plane's stride (NchwcGeometry::in_plane / out_plane) and the band's first row
 // is folded into the pointers. Every pixel sums its products in the same order as NchwcConv, so
 // the result is bit-identical to the three separate steps
-// (tests/cc/nchwc_inverted_residual_kernel_tests.cc).
+// (tests/cc/nchwc_inverted_residual_kernel_tests.cc). Float16 X, E, D and Y are read and written
+// as float16 (widened in registers, rounded once as stored); float16 1x1 weights that are weights
+// are read as float32 copies widened once, on the first run, as NchwcConv reads its own (exact:
+// the tiles then run the float32-weight loop with no conversion per tile).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -48,7 +51,9 @@
 
 #include "tf_popef_op/runtime/cc/kernels/nchwc/nchwc_checks.h"
 #include "tf_popef_op/runtime/cc/kernels/nchwc/nchwc_tiles.h"
+#include "tf_popef_op/runtime/cc/kernels/support/constant_copies.h"
 #include "tf_popef_op/runtime/cc/kernels/support/fp16_adapter.h"
+#include "tf_popef_op/runtime/cc/kernels/support/fp16_convert.h"
 #include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
 
 namespace tfpopef {
@@ -79,6 +84,11 @@ struct InvertedResidualParams {
   int64_t in_blocks = 0, mid_blocks = 0, out_blocks = 0;
   int64_t sh = 1, pad_top = 0, kh = 1;
   bool residual = false, half = false;
+  // Float16 1x1 weights that are weights (KernelSpec::constant_inputs): read as float32 copies
+  // widened once, on the first run, as NchwcConv reads its own (docs/architecture.md, "Derived
+  // weight copies"), so the tiles run the float32-weight loop; `*_weight_count` values each.
+  bool wide_expand = false, wide_project = false;
+  int64_t expand_weight_count = 0, project_weight_count = 0;
   bool project_stage = true;  // false: Y is D (5 inputs)
   // Items: images x chunks of at most `chunk_rows` output rows x runs of `run_blocks` expanded channel
   // blocks (without a project stage only; else one run of all); each item in bands of `band_rows`.
@@ -104,7 +114,10 @@ struct InvertedResidualParams {
 
 class NchwcInvertedResidualKernel final : public Kernel {
  public:
-  explicit NchwcInvertedResidualKernel(const InvertedResidualParams& p) : p_(p) {}
+  explicit NchwcInvertedResidualKernel(const InvertedResidualParams& p)
+      : p_(p),
+        wide_expand_(p.wide_expand ? std::make_unique<ConstantCopies>() : nullptr),
+        wide_project_(p.wide_project ? std::make_unique<ConstantCopies>() : nullptr) {}
 
   size_t scratch_bytes() const override { return p_.scratch_bytes; }
 
@@ -114,10 +127,12 @@ class NchwcInvertedResidualKernel final : public Kernel {
   }
 
  private:
-  // One run's tensors and epilogues; AT is the type of the activations and the 1x1 weights.
+  // One run's tensors and epilogues; AT is the type of the activations and the 1x1 weights
+  // (we_wide / wp_wide: a float16 We / Wp's float32 copy, else null).
   template <typename AT>
   struct Tensors {
     const AT *x, *we, *wp;
+    const float *we_wide = nullptr, *wp_wide = nullptr;
     const float* wd;
     AT* y;
     NchwcEpilogue expand, depthwise, project;
@@ -137,6 +152,12 @@ class NchwcInvertedResidualKernel final : public Kernel {
     t.depthwise.bias = static_cast<const float*>(ctx.inputs[4]);
     t.project = p_.project_epilogue;
     t.project.bias = p_.project_stage ? static_cast<const float*>(ctx.inputs[6]) : nullptr;
+    ConstantCopies::Copy we_wide, wp_wide;  // kept alive for this run
+    if constexpr (std::is_same_v<AT, uint16_t>) {
+      if (wide_expand_ != nullptr) t.we_wide = (we_wide = Widened(*wide_expand_, t.we, p_.expand_weight_count))->data();
+      if (wide_project_ != nullptr)
+        t.wp_wide = (wp_wide = Widened(*wide_project_, t.wp, p_.project_weight_count))->data();
+    }
     const int64_t per_image = p_.chunks_per_image * p_.runs_per_image;
     const int64_t items = p_.n * per_image;
     if (items == 0) return;
@@ -176,7 +197,8 @@ class NchwcInvertedResidualKernel final : public Kernel {
           ob1 = std::min(p_.out_blocks, ob0 + p_.project_run);
         }
         for (int64_t b = ob0; b < ob1; b += kItemBlocks)
-          ConvRow(p_.project_full, d_img, t.wp, e, Partial(y_img), y_img, b, std::min(kItemBlocks, ob1 - b), px0, px1);
+          ConvRow(p_.project_full, d_img, t.wp, t.wp_wide, e, Partial(y_img), y_img, b, std::min(kItemBlocks, ob1 - b),
+                  px0, px1);
       }
     });
   }
@@ -231,8 +253,8 @@ class NchwcInvertedResidualKernel final : public Kernel {
     if (from >= to) return;
     const AT* x_band = x_img + lo * p_.w * kNchwcBlock;
     for (int64_t ob0 = cb0; ob0 < cb1; ob0 += kItemBlocks)
-      ConvRow(p_.expand, x_band, t.we, t.expand, Partial(e_buf), e_buf, ob0, std::min(kItemBlocks, cb1 - ob0),
-              from * p_.w, to * p_.w);
+      ConvRow(p_.expand, x_band, t.we, t.we_wide, t.expand, Partial(e_buf), e_buf, ob0,
+              std::min(kItemBlocks, cb1 - ob0), from * p_.w, to * p_.w);
   }
 
   // Y's rows [oy0, oy0 + rows) from D's slots [0, rows).
@@ -243,8 +265,8 @@ class NchwcInvertedResidualKernel final : public Kernel {
     NchwcEpilogue e = t.project;
     e.sum = p_.residual ? x_img + at : nullptr;  // X has Y's planes (stride 1, Cin == Cout)
     for (int64_t ob0 = 0; ob0 < p_.out_blocks; ob0 += kItemBlocks)
-      ConvRow(p_.project, d_buf, t.wp, e, Partial(y_band), y_band, ob0, std::min(kItemBlocks, p_.out_blocks - ob0), 0,
-              rows * p_.ow);
+      ConvRow(p_.project, d_buf, t.wp, t.wp_wide, e, Partial(y_band), y_band, ob0,
+              std::min(kItemBlocks, p_.out_blocks - ob0), 0, rows * p_.ow);
   }
 
   // Where a float32 1x1 stage keeps its partial sums between passes: its output itself. A float16
@@ -255,13 +277,26 @@ class NchwcInvertedResidualKernel final : public Kernel {
     else return nullptr;
   }
 
-  void ConvRow(const NchwcGeometry& g, const float* x, const float* w, const NchwcEpilogue& e, float* partial,
-               float* y, int64_t ob0, int64_t obn, int64_t ox0, int64_t ox1) const {
+  // A 1x1 stage's tile row; w_wide: a float16 w's float32 copy, or null.
+  void ConvRow(const NchwcGeometry& g, const float* x, const float* w, const float*, const NchwcEpilogue& e,
+               float* partial, float* y, int64_t ob0, int64_t obn, int64_t ox0, int64_t ox1) const {
     p_.tiles.conv_row(g, x, w, e, partial, y, 0, ob0, obn, 0, ox0, ox1);
   }
-  void ConvRow(const NchwcGeometry& g, const uint16_t* x, const uint16_t* w, const NchwcEpilogue& e, float* partial,
-               uint16_t* y, int64_t ob0, int64_t obn, int64_t ox0, int64_t ox1) const {
-    p_.tiles.conv_row_half(g, x, w, e, partial, y, 0, ob0, obn, 0, ox0, ox1);
+  void ConvRow(const NchwcGeometry& g, const uint16_t* x, const uint16_t* w, const float* w_wide,
+               const NchwcEpilogue& e, float* partial, uint16_t* y, int64_t ob0, int64_t obn, int64_t ox0,
+               int64_t ox1) const {
+    if (w_wide != nullptr) p_.tiles.conv_row_half_wide_weights(g, x, w_wide, e, partial, y, 0, ob0, obn, 0, ox0, ox1);
+    else p_.tiles.conv_row_half(g, x, w, e, partial, y, 0, ob0, obn, 0, ox0, ox1);
+  }
+
+  // The float32 copy of float16 weights w (n values), widened on the first run.
+  static ConstantCopies::Copy Widened(ConstantCopies& copies, const uint16_t* w, int64_t n) {
+    return copies.Get(w, [&] {
+      std::vector<float> f32(static_cast<size_t>(n));
+      ParallelFor(n, kStreamingGrain,
+                  [&](int64_t begin, int64_t end) { WidenHalfToFloat(w + begin, f32.data() + begin, end - begin); });
+      return f32;
+    });
   }
   template <typename AT>
   void DepthwiseRow(const NchwcGeometry& g, const AT* e_buf, const Tensors<AT>& t, AT* d_buf, int64_t cb,
@@ -271,6 +306,7 @@ class NchwcInvertedResidualKernel final : public Kernel {
   }
 
   const InvertedResidualParams p_;
+  const std::unique_ptr<ConstantCopies> wide_expand_, wide_project_;  // null unless p_.wide_*; thread-safe
 };
 
 // A stage's epilogue from attributes `<stage>_activation` / `<stage>_activation_params`: none,
@@ -392,6 +428,11 @@ std::unique_ptr<Kernel> PrepareNchwcInvertedResidual(const KernelSpec& spec) {
   p.depthwise_epilogue = ReadStageEpilogue(spec, "depthwise");
   if (p.project_stage) p.project_epilogue = ReadStageEpilogue(spec, "project");
   p.half = spec.inputs[0].dtype == DType::kFloat16;
+  auto constant = [&](size_t i) { return i < spec.constant_inputs.size() && spec.constant_inputs[i]; };
+  p.wide_expand = p.half && constant(1);
+  p.wide_project = p.half && p.project_stage && constant(5);
+  p.expand_weight_count = Product(spec.inputs[1].shape);
+  if (p.project_stage) p.project_weight_count = Product(spec.inputs[5].shape);
   if (spec.inputs[3].dtype != DType::kFloat32)  // (CreateNchwcInvertedResidual widens them)
     throw Error(ErrorCode::kInternal, spec.Where() + ": float16 depthwise weights reached the tiles");
   const int64_t band_rows = spec.attrs.Int("band_rows", 0);
@@ -471,8 +512,9 @@ std::unique_ptr<Kernel> CreateNchwcInvertedResidual(const KernelSpec& spec) {
     throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": 6 inputs; expected X, We, Be, Wd, Bd and, for the "
                                                  "project stage, both Wp and Bp (5 or 7)");
   CheckSameDType(spec, {DType::kFloat32, DType::kFloat16});
-  // X, Y and the 1x1 weights are read and written as they are (float16 widened in registers);
-  // the adapter widens the biases and depthwise weights (few) once.
+  // X, Y and the 1x1 weights are read and written as they are (float16 X and Y widened in
+  // registers; float16 1x1 weights copied widened on the first run where they are weights, else
+  // widened in registers); the adapter widens the biases and depthwise weights (few) once.
   if (spec.inputs.size() == 5) return WithFloat16Support(spec, PrepareNchwcInvertedResidual, {0, 1}, {0});
   return WithFloat16Support(spec, PrepareNchwcInvertedResidual, {0, 1, 5}, {0});
 }
