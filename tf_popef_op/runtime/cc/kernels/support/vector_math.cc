@@ -81,6 +81,7 @@ const PathTable* TableFor(SimdPath path) {
   if (path == SimdPath::kAvx512) {
     static const PathTable avx512 = [] {
       PathTable table = kAvx2Table;
+      table.exp = Avx512Exp;
       table.gelu = Avx512Gelu;
       table.sigmoid = Avx512Sigmoid;
       table.swish = Avx512Swish;

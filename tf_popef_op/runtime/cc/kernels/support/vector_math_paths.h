@@ -33,6 +33,7 @@ extern const PathTable kAvx2Table;
 // The AVX-512 path: kAvx2Table but for what vector_math_avx512.cc defines (x86-64 builds only;
 // call only when CpuHasAvx512()).
 void Avx512Gelu(const float* x, float* y, int64_t n);
+void Avx512Exp(const float* x, float* y, int64_t n);
 void Avx512Sigmoid(const float* x, float* y, int64_t n);
 void Avx512Swish(const float* x, float* y, int64_t n);
 float Avx512ExpShiftedSum(const float* x, float* y, int64_t n, float shift);
