@@ -40,9 +40,11 @@ def lower_fused_gemm(ctx: NodeContext) -> KernelCall:
 
 @lowering_rule(f"{DOMAIN}::FusedMatMul")
 def lower_fused_matmul(ctx: NodeContext) -> KernelCall:
-    """MatMul + bias along the last dim + optional sum + activation."""
+    """alpha·MatMul + bias along the last dim + optional sum + activation."""
     ctx.require_inputs(2, 4)
     if ctx.has_input(2) and list(ctx.input_type(2).shape) != [ctx.output_type(0).shape[-1]]:
         raise ctx.error(f"bias '{ctx.node.input[2]}' has shape {ctx.input_type(2).shape_text()}; FusedMatMul adds "
                         f"a bias of the output's last dim [{ctx.output_type(0).shape[-1]}]")
-    return with_epilogue(ctx, KernelCall("MatMul", [ctx.node.input[0], ctx.node.input[1]]), "FusedMatMul")
+    alpha = float(ctx.attr("alpha", 1.0))
+    base = KernelCall("MatMul", [ctx.node.input[0], ctx.node.input[1]], {"alpha": alpha} if alpha != 1.0 else {})
+    return with_epilogue(ctx, base, "FusedMatMul")

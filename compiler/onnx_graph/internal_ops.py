@@ -3,7 +3,7 @@ lowered to the runtime kernels of the same name (docs/popef.md, "Internal ops"):
 
   FusedConv(X, W, [B], [Sum])    Conv's attributes
   FusedGemm(A, B, [C], [Sum])    Gemm's attributes
-  FusedMatMul(A, B, [Bias], [Sum])
+  FusedMatMul(A, B, [Bias], [Sum])  optional `alpha`: Y = activation(alpha·A·B + Bias + Sum)
 
 Y = activation(op(...) + Sum), `activation` one of onnx_graph/activations.py's ACTIVATIONS with
 `activation_params`; the
@@ -133,6 +133,8 @@ def _make_schema(name: str, base_op: str, base_inputs: int) -> defs.OpSchema:
     inputs.append(fp("Sum", "T", "added before the activation (same shape as Y)", param_option=optional))
     attr = defs.OpSchema.Attribute
     attrs = [attr(a.name, a.type, a.description, required=a.required) for a in base.attributes.values()]
+    if base_op == "MatMul":
+        attrs.append(attr("alpha", defs.OpSchema.AttrType.FLOAT, "A·B's scalar factor (default 1)", required=False))
     attrs.append(attr("activation", defs.OpSchema.AttrType.STRING, "epilogue activation", required=False))
     attrs.append(attr("activation_params", defs.OpSchema.AttrType.FLOATS, "its parameters", required=False))
     schema = defs.OpSchema(name, DOMAIN, VERSION, f"{base_op} + bias + sum + activation (tf-popef internal op)",

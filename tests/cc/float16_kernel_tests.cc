@@ -87,6 +87,29 @@ KERNEL_TEST(Float16_Binary_EveryBroadcastForm_BitIdenticalToFloat32RoundedOnce) 
   ExpectAll(cases, 30000);
 }
 
+// The blocked per-channel Mul that MulBlockedHalfRuns runs on the AVX2 and AVX-512 paths (the
+// piecewise path on the portable one): row lengths around its 4-run step, a per-image operand,
+// products that overflow to infinity and products in float16's subnormal range.
+KERNEL_TEST(Float16_Mul_BlockedPerChannel_EveryRowLength_BitIdenticalToFloat32RoundedOnce) {
+  std::vector<Float16Case> cases;
+  const std::vector<std::pair<Shape, Shape>> shapes = {
+      {{1, 144, 7, 7, 8}, {1, 144, 1, 1, 8}},  // EfficientNetB0's 7x7 excitation: rows of 4·12 + 1 runs
+      {{2, 3, 5, 3, 8}, {2, 3, 1, 1, 8}},      // rows of 15 runs, one scale run per image
+      {{2, 5, 1, 3, 8}, {2, 5, 1, 1, 8}},      // rows shorter than 4 runs
+      {{1, 2, 1, 1, 8}, {1, 2, 1, 1, 8}},      // same shape, one run per row
+      {{3, 1, 1, 1, 8}, {3, 40, 9, 9, 8}},     // the per-channel operand first, over the pool
+  };
+  for (const auto& [a, b] : shapes) {
+    for (const auto& [lo, hi] : std::vector<std::pair<double, double>>{{-3, 3}, {-400, 400}, {-0.02, 0.02}}) {
+      Float16Case c{"Mul", nlohmann::json::object(), {a, b}, Broadcast(a, b)};
+      c.lo = lo;
+      c.hi = hi;
+      cases.push_back(c);
+    }
+  }
+  ExpectAll(cases, 30500);
+}
+
 KERNEL_TEST(Float16_Unary_BitIdenticalToFloat32RoundedOnce) {
   const Shape shape = {70001};  // several chunks and pieces and a tail
   std::vector<Float16Case> cases;

@@ -229,6 +229,7 @@ void RunGemmOp(const std::string& op, DType dtype, const Shape& a_shape, int64_t
     attrs["has_sum"] = sum ? 1 : 0;
     attrs["activation"] = activation;
     attrs["activation_params"] = nlohmann::json::array();
+    if (!gemm && alpha != 1.0f) attrs["alpha"] = alpha;  // FusedMatMul's optional alpha
   }
   t.Attrs(attrs);
   t.AddInput(dtype, a_shape, a).AddInput(dtype, trans_b ? Shape{n, k} : Shape{k, n}, b).ConstantInput(1);
@@ -271,6 +272,22 @@ KERNEL_TEST(PackedGemm_Ops_EverySimdPath_VsNaive) {
       RunActivationMatMul(dtype, {2, 5, 8}, {8, 33}, seed += 4);  // one B for both batch entries
     }
   });
+}
+
+// FusedMatMul's alpha (the power of two fold_column_scale_into_matmul leaves for a float16 layer
+// scale) on the packed GEMM and on OpenBLAS (the unpacked kernel behind the float16 adapter).
+KERNEL_TEST(FusedMatMul_Alpha_PackedAndBlas_EverySimdPath_VsNaive) {
+  for (const char* gemm : {"packed", "blas"}) {
+    ScopedEnv choice("TF_POPEF_GEMM", gemm);
+    ForEachSimdPath([&] {
+      uint32_t seed = 51500;
+      for (DType dtype : {F32, F16}) {
+        RunGemmOp("FusedMatMul", dtype, {2, 7, 96}, 40, false, 0.375f, 1, true, true, "", seed += 4);
+        RunGemmOp("FusedMatMul", dtype, {5, 384}, 96, false, 2.5f, 1, false, true, "", seed += 4);
+        RunGemmOp("FusedMatMul", dtype, {3, 40}, 24, false, 0.0625f, 1, true, false, "Relu", seed += 4);
+      }
+    });
+  }
 }
 
 // A weight's packed copy belongs to its address: a kernel run on another device (other weight

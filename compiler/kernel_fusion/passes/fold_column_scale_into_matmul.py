@@ -12,9 +12,12 @@ Walks forward from each MatMul with constant 2-D float weights W [K, N] over sin
 tensors that are not graph outputs: any number of Adds of a constant that is one value per
 column (shape [..., 1 or N] with every other dim 1 and no more dims than the MatMul's output),
 then a Mul by such a constant γ. W·γ and b·γ are computed in float64 and stored in the weights'
-dtype as new initializers (the originals may be shared); the fold is skipped when a nonzero
-product would leave the dtype's normal range (a float16 model's weights times ConvNeXt's
-untrained γ = 1e-6 would flush to zero), so the Mul then stays where it was."""
+dtype as new initializers (the originals may be shared). Where W·γ would leave the dtype's
+normal range (a float16 model's weights times ConvNeXt's untrained γ = 1e-6 would flush to
+zero), W·γ·2^k is stored instead, with 2^k bringing the largest |γ| into [1, 2), and a Mul by
+the scalar 2^-k (exact in float16 down to 2^-24) is left right after the MatMul, which
+fuse_epilogue takes as FusedMatMul's `alpha`, applied in float32: X·(W·γ·2^k)·2^-k + b·γ. The
+fold is skipped when even that leaves a product of a normal weight, or b·γ, out of range."""
 from typing import List, Optional, Tuple
 
 import numpy as np
@@ -53,7 +56,13 @@ def fold_column_scale_into_matmul(model, ctx):
         if found is None:
             continue
         adds, mul, mul_data, gamma = found
-        scaled = [(matmul, 1, _scaled(w, gamma))]
+        power = 0
+        w_scaled = _scaled(w, gamma)
+        if w_scaled is None:
+            power = _power_of_two(w, gamma)
+            if power is not None:
+                w_scaled = _scaled(w, gamma * 2.0 ** power, normal_only=True)
+        scaled = [(matmul, 1, w_scaled)]
         for add, index in adds:
             b = constants.value(add.input[index])
             scaled.append((add, index, _scaled(np.broadcast_to(b, b.shape[:-1] + (w.shape[1],)), gamma)))
@@ -67,6 +76,17 @@ def fold_column_scale_into_matmul(model, ctx):
         if not bypass_node(graph, mul):
             ctx.logger.debug("fold_column_scale_into_matmul: could not bypass '%s'", mul.name)
             continue
+        if power:
+            # X·W' then ·2^-k: the MatMul's output is renamed, the Mul writes the old name.
+            product = fresh_name(f"{matmul.output[0]}_unscaled", taken)
+            factor = fresh_name(f"{matmul.output[0]}_alpha", taken)
+            value = np.array(2.0 ** -power, dtype=w.dtype)
+            graph.initializer.append(numpy_helper.from_array(value, factor))
+            constants.add(factor, value)
+            unscale = onnx.helper.make_node("Mul", [product, factor], [matmul.output[0]],
+                                            name=fresh_name(f"{matmul.name or product}_alpha", taken))
+            matmul.output[0] = product
+            graph.node.insert(list(graph.node).index(matmul) + 1, unscale)
         replaced = set()
         for node, index, value in scaled:
             name = fresh_name(f"{node.input[index]}_colscaled", taken)
@@ -119,12 +139,30 @@ def _column_constant(name: str, constants, rank: int, n: int, dtype) -> Optional
     return value
 
 
-def _scaled(value: np.ndarray, gamma: np.ndarray) -> Optional[np.ndarray]:
+_MAX_POWER = 24  # 2^-24, float16's smallest subnormal: the Mul's factor stays exact
+
+
+def _power_of_two(w: np.ndarray, gamma: np.ndarray) -> Optional[int]:
+    """k with max |γ|·2^k in [1, 2) (a uniform γ then keeps every normal weight normal), for a
+    float16 W whose W·γ leaves the normal range; None where that would not help (float32, γ all
+    zero or already at least 1/2)."""
+    top = float(np.abs(gamma).max())
+    if w.dtype != np.float16 or top == 0.0:
+        return None
+    k = int(np.ceil(-np.log2(top)))
+    return k if 0 < k <= _MAX_POWER else None
+
+
+def _scaled(value: np.ndarray, gamma: np.ndarray, normal_only: bool = False) -> Optional[np.ndarray]:
     """value·γ (γ along the last axis) in value's dtype, or None if a nonzero product is not a
-    finite normal number of that dtype."""
+    finite normal number of that dtype (normal_only: of those whose value is normal; a
+    subnormal weight's product may stay subnormal)."""
     exact = value.astype(np.float64) * gamma
     info = np.finfo(value.dtype)
-    magnitude = np.abs(exact[exact != 0])
+    keep = exact != 0
+    if normal_only:
+        keep &= np.abs(value.astype(np.float64)) >= info.tiny
+    magnitude = np.abs(exact[keep])
     if magnitude.size and (magnitude.min() < info.tiny or magnitude.max() > info.max):
         return None
     return exact.astype(value.dtype)

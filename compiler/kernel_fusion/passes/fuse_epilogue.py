@@ -3,6 +3,9 @@
 Walks forward from each Conv, Gemm and MatMul (constant 2-D weights for MatMul) over
 single-reader tensors and absorbs, in this order, each of them if present:
 
+  alpha (MatMul only) a Mul by a one-element constant right after it, FusedMatMul's `alpha`
+        (fold_column_scale_into_matmul leaves one to undo the power of two that brought its
+        float16 weights into range; the kernel applies it in float32);
   bias  Add of a constant that is per output channel (Conv: [M,1,1]-like; MatMul: [N]-like)
         or broadcastable to Gemm's [M, N] (folded into C);
   sum   Add of a run-time tensor of exactly the output's shape (ResNet's shortcut);
@@ -82,9 +85,20 @@ class _Fuser(GraphRewrite):
             r = readers.get(name, [])
             return r[0] if len(r) == 1 and name not in self.outputs and r[0].domain in _DEFAULT_DOMAINS else None
 
+        nxt = single_reader(cur)
+        if base.op_type == "MatMul" and nxt is not None and nxt.op_type == "Mul":
+            other = _other_operand(nxt, cur)
+            if other is not None and other in self.constants:
+                value = self.constants.value(other)
+                if value.size == 1 and value.ndim <= len(out_type.shape) and value.dtype.kind == "f":
+                    attrs_from = onnx.NodeProto()
+                    attrs_from.CopyFrom(base)
+                    attrs_from.attribute.append(helper.make_attribute("alpha", float(value.reshape(-1)[0])))
+                    absorbed.append(nxt)
+                    cur = nxt.output[0]
+                    nxt = single_reader(cur)
         # bias and residual sum, in either order (addition commutes): Adds of a constant merge
         # into the bias, one Add of a run-time tensor of the output's shape becomes the sum.
-        nxt = single_reader(cur)
         total = inputs + [""]
         while nxt is not None and nxt.op_type == "Add":
             other = _other_operand(nxt, cur)

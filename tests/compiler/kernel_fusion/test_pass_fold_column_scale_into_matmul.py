@@ -139,9 +139,10 @@ def test_intermediate_read_elsewhere_stops_the_fold(where):
     assert op_types(run_pass(model, [FOLD])) == op_types(model)
 
 
-def test_float16_scale_that_would_flush_the_weights_is_left_alone():
-    """Keras' untrained layer scale (γ = 1e-6) times float16 weights is below float16's normal
-    range: the Mul stays in float16, and folds in float32."""
+def test_float16_bias_whose_scaled_value_would_flush_is_left_alone():
+    """Keras' untrained layer scale (γ = 1e-6) times a nonzero float16 bias is below float16's
+    normal range, and the bias is added after the MatMul's 2^-k: the Mul stays in float16, and
+    folds in float32."""
     model = layer_scale_model(gamma=1e-6)
     assert "Mul" in op_types(run_pass(_as_float16(model), [FOLD]))
     assert "Mul" not in op_types(run_pass(_as_float16(layer_scale_model(gamma=0.5)), [FOLD]))
@@ -149,10 +150,24 @@ def test_float16_scale_that_would_flush_the_weights_is_left_alone():
     check_kernel_fusion_numerics(model, random_feeds(model))
 
 
-def test_convnext_blocks_end_in_one_fused_matmul_each():
-    """Through the whole pipeline: each block's second Dense takes the layer scale and the residual."""
-    model = convnext_model()
-    ops = counts(run_kernel_fusions(model, "convnext.onnx"))
-    assert ops.get("Mul", 0) == 0 and ops.get("FusedElementwise", 0) == 0, ops
-    assert ops["FusedMatMul"] == 8 and ops.get("MatMul", 0) == 0, ops
+@pytest.mark.parametrize("gamma,power", [(1e-6, 20), (3e-5, 16)])
+def test_float16_tiny_scale_folds_with_a_power_of_two_the_fused_matmul_takes_back(gamma, power):
+    """W·γ below float16's normal range: W·γ·2^k is stored (2^k bringing γ into [1, 2)) and a
+    Mul by 2^-k follows the MatMul, which fuse_epilogue makes FusedMatMul's alpha."""
+    model = layer_scale_model(gamma=gamma, bias=False)
+    half = _as_float16(model)
+    folded = run_pass(half, [FOLD])
+    assert op_types(folded) == ["MatMul", "Mul", "Add"], op_types(folded)
+    matmul, mul = folded.graph.node[0], folded.graph.node[1]
+    inits = {t.name: numpy_helper.to_array(t) for t in folded.graph.initializer}
+    assert mul.input[0] == matmul.output[0] and inits[mul.input[1]] == np.float16(2.0 ** -power)
+    w = numpy_helper.to_array(next(t for t in half.graph.initializer if t.name == "W")).astype(np.float64)
+    g = float(np.float16(gamma))
+    np.testing.assert_allclose(inits[matmul.input[1]].astype(np.float64), w * g * 2.0 ** power, rtol=1e-3)
+    feeds = {k: v.astype(np.float16) for k, v in random_feeds(model).items()}
+    assert_same_outputs(half, folded, feeds, rtol=1e-2, atol=1e-3)
+    fused = run_pass(half, FOLD_AND_FUSE)
+    assert op_types(fused) == ["FusedMatMul"], op_types(fused)
+    alpha = [a.f for a in _fused_node(fused).attribute if a.name == "alpha"]
+    assert alpha == [2.0 ** -power]
     check_kernel_fusion_numerics(model, random_feeds(model))

@@ -12,6 +12,7 @@
 #include <memory>
 #include <type_traits>
 
+#include "tf_popef_op/runtime/cc/kernels/elementwise/blocked_half_mul.h"
 #include "tf_popef_op/runtime/cc/kernels/kernel_checks.h"
 #include "tf_popef_op/runtime/cc/kernels/support/broadcast.h"
 #include "tf_popef_op/runtime/cc/kernels/support/fp16_convert.h"
@@ -157,7 +158,10 @@ class BinaryKernel final : public Kernel {
 // float16: the output is computed in pieces of float32 (the float32 kernel's loops on widened
 // operands) and each piece narrowed once. An operand of the output's shape is widened piece by
 // piece alongside it; a broadcast operand (a per-channel vector, a scalar) is widened whole
-// into scratch once per run. Short runs are walked in rows as BinaryKernel does.
+// into scratch once per run. Short runs are walked in rows as BinaryKernel does. A Mul of a
+// blocked tensor by a per-channel operand runs MulBlockedHalfRuns (blocked_half_mul.h) on the
+// AVX2 and AVX-512 paths instead: each run widened and narrowed in registers, in chunks of
+// BinaryKernel's row grain.
 template <typename Op>
 class HalfBinaryKernel final : public Kernel {
  public:
@@ -167,6 +171,16 @@ class HalfBinaryKernel final : public Kernel {
       rows_.dims.assign(plan_.dims.begin(), plan_.dims.end() - 1);
       for (size_t k = 0; k < 2; ++k) rows_.strides[k].assign(plan_.strides[k].begin(), plan_.strides[k].end() - 1);
       rows_.num_runs = plan_.num_runs / rows_.run_length();
+    }
+    if constexpr (std::is_same_v<Op, MulOp>) {
+      if (!rows_.dims.empty() && plan_.run_length() == 8 && plan_.run_stride(0) == 1 && plan_.run_stride(1) == 1 &&
+          full_[0] != full_[1]) {
+        const size_t f = full_[0] ? 0 : 1;
+        if (rows_.run_stride(f) == 8 && rows_.run_stride(1 - f) == 0) {
+          mul_runs_ = BlockedHalfRunsMultiplier();
+          full_index_ = f;
+        }
+      }
     }
     for (size_t k = 0; k < 2; ++k) {
       copy_offset_[k] = scratch_bytes_;
@@ -180,6 +194,17 @@ class HalfBinaryKernel final : public Kernel {
   void Run(const KernelContext& ctx) const override {
     if (numel_ == 0) return;
     const uint16_t* half[2] = {static_cast<const uint16_t*>(ctx.inputs[0]), static_cast<const uint16_t*>(ctx.inputs[1])};
+    if (mul_runs_ != nullptr) {
+      const uint16_t* x = half[full_index_];
+      const uint16_t* s = half[1 - full_index_];
+      uint16_t* y = static_cast<uint16_t*>(ctx.outputs[0]);
+      ParallelFor(plan_.num_runs, ItemsPerChunk(8, kRowsGrain), [&](int64_t begin, int64_t end) {
+        ForEachRunInRange(rows_, begin, end, [&](int64_t o, const std::array<int64_t, 2>& off, int64_t n) {
+          mul_runs_(x + off[full_index_], s + off[1 - full_index_], y + o * 8, n);
+        });
+      });
+      return;
+    }
     const float* copy[2] = {nullptr, nullptr};
     for (size_t k = 0; k < 2; ++k) {
       if (full_[k]) continue;
@@ -245,6 +270,8 @@ class HalfBinaryKernel final : public Kernel {
   BroadcastPlan<2> rows_;
   size_t copy_offset_[2] = {0, 0}, scratch_bytes_ = 0;
   int64_t copy_numel_[2] = {0, 0};
+  MulBlockedHalfRunsFn mul_runs_ = nullptr;  // set: a blocked tensor times a per-channel run
+  size_t full_index_ = 0;                    // which operand is the blocked tensor
 };
 
 template <typename Op>

@@ -8,7 +8,9 @@
 // B for all batch entries (batches folded into M) or with A and B of the same batch dims.
 // Also the internal op FusedMatMul (docs/popef.md, internal ops): inputs A, B, then a bias [N]
 // (added to every row) when attr has_bias = 1, then Sum (the output's shape) when has_sum = 1;
-// Y = activation(A·B + bias + Sum), applied by the epilogue (epilogue.h) to each SGEMM block.
+// Y = activation(alpha·A·B + bias + Sum), applied by the epilogue (epilogue.h) to each SGEMM
+// block; alpha (attr, default 1) is float32, so a float16 B may hold a column scale's products
+// brought into float16's range by a power of two that alpha takes back.
 #include <array>
 #include <cstring>
 #include <memory>
@@ -27,9 +29,9 @@ namespace {
 
 class MatMulKernel final : public Kernel {
  public:
-  MatMulKernel(BroadcastPlan<2> batch, int64_t m, int64_t n, int64_t k, bool fold_batch_into_m, bool has_bias,
-               bool has_sum, Epilogue epilogue)
-      : batch_(std::move(batch)), m_(m), n_(n), k_(k), fold_(fold_batch_into_m), has_bias_(has_bias),
+  MatMulKernel(BroadcastPlan<2> batch, int64_t m, int64_t n, int64_t k, bool fold_batch_into_m, float alpha,
+               bool has_bias, bool has_sum, Epilogue epilogue)
+      : batch_(std::move(batch)), m_(m), n_(n), k_(k), fold_(fold_batch_into_m), alpha_(alpha), has_bias_(has_bias),
         has_sum_(has_sum), epilogue_(epilogue) {}
 
   void Run(const KernelContext& ctx) const override {
@@ -54,7 +56,7 @@ class MatMulKernel final : public Kernel {
     }
     if (fold_) {
       const GemmBlockFn block_done = finish;
-      Sgemm(false, false, num_batches * m_, n_, k_, 1.0f, a, k_, b, n_, 0.0f, y, n_, epilogue ? &block_done : nullptr);
+      Sgemm(false, false, num_batches * m_, n_, k_, alpha_, a, k_, b, n_, 0.0f, y, n_, epilogue ? &block_done : nullptr);
       return;
     }
     const int64_t a_size = m_ * k_, b_size = k_ * n_, y_size = m_ * n_;
@@ -62,7 +64,7 @@ class MatMulKernel final : public Kernel {
     const int64_t sa = batch_.run_stride(0), sb = batch_.run_stride(1);
     ForEachRun(batch_, [&](int64_t out, const std::array<int64_t, 2>& off) {
       for (int64_t i = 0; i < run; ++i)
-        Sgemm(false, false, m_, n_, k_, 1.0f, a + (off[0] + i * sa) * a_size, k_, b + (off[1] + i * sb) * b_size,
+        Sgemm(false, false, m_, n_, k_, alpha_, a + (off[0] + i * sa) * a_size, k_, b + (off[1] + i * sb) * b_size,
               n_, 0.0f, y + (out + i) * y_size, n_);
     });
     if (epilogue) finish(0, num_batches * m_, 0, n_);
@@ -72,6 +74,7 @@ class MatMulKernel final : public Kernel {
   const BroadcastPlan<2> batch_;  // over the broadcast batch dims, in units of matrices
   const int64_t m_, n_, k_;
   const bool fold_;
+  const float alpha_;
   const bool has_bias_, has_sum_;
   const Epilogue epilogue_;
 };
@@ -111,8 +114,10 @@ std::unique_ptr<Kernel> CreateMatMulKernel(const KernelSpec& spec, bool fused) {
   const bool fold = plan.dims.size() == 1 && plan.run_stride(0) == 1 && plan.run_stride(1) == 0 &&
                     num_batches * m <= std::numeric_limits<blasint>::max();
   bool has_bias = false, has_sum = false;
+  float alpha = 1.0f;
   Epilogue epilogue;
   if (fused) {
+    alpha = spec.attrs.Float("alpha", 1.0f);
     const EpilogueInputs in = ReadEpilogueInputs(spec);
     has_bias = in.has_bias;
     has_sum = in.has_sum;
@@ -133,13 +138,14 @@ std::unique_ptr<Kernel> CreateMatMulKernel(const KernelSpec& spec, bool fused) {
     step.batches = one_b ? 1 : num_batches;
     step.n = n;
     step.k = k;
+    step.alpha = alpha;
     step.bias_input = has_bias ? 2 : -1;
     step.sum_input = has_sum ? (has_bias ? 3 : 2) : -1;
     step.epilogue = epilogue;
     if (std::unique_ptr<Kernel> packed = MaybeCreatePackedGemm(spec, step)) return packed;
   }
   return WithFloat16Support(spec, [&](const KernelSpec&) {
-    return std::make_unique<MatMulKernel>(plan, m, n, k, fold, has_bias, has_sum, epilogue);
+    return std::make_unique<MatMulKernel>(plan, m, n, k, fold, alpha, has_bias, has_sum, epilogue);
   });
 }
 
