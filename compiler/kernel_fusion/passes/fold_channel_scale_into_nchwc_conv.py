@@ -14,9 +14,10 @@ as its input 4; the Mul goes. A Mul with a constant or broadcast-over-batch S, o
 anything else, is left as it is.
 
 Where it pays, as measured on EfficientNetB0 224 (b1 and b8, 2 threads, per step): in float16
-on every stage (the Mul's float16 pass costs more than the weight copies); in float32 where a
-convolution's pixels per image are at least F32_MIN_PIXELS_PER_OUTPUT times its output
-channels (the 112² to 14² stages): the copies scale C·M weights per image where the Mul reads
+on every stage (chosen when the Mul's float16 pass cost more than the weight copies; with the
+Mul widened in registers, float32's rule in float16 measured level, so the rule stands); in
+float32 where a convolution's pixels per image are at least F32_MIN_PIXELS_PER_OUTPUT times its
+output channels (the 112² to 14² stages): the copies scale C·M weights per image where the Mul reads
 and writes C·H·W values. On the 7² stages (49 pixels, 192-320 outputs) the copies of the larger
 weights cost the convolution more than the Mul they replace, since float32 weights are
 otherwise read in place (docs/benchmarks.md, "Squeeze-and-excite blocks")."""
