@@ -750,6 +750,7 @@ KERNEL_TEST(NchwcMaxPool_EveryPath_Float32AndFloat16_VsNaive) {
       {1, 16, 15, 17, 3, 3, 2, 2, 0, 0, 0, 0, false},         // InceptionV3's reductions: every window row inside
       {1, 8, 8, 10, 3, 3, 2, 2, 0, 0, 0, 0, true},            // ... with ceil_mode's clipped last row and column
       {1, 8, 9, 11, 3, 3, 1, 1, 1, 1, 1, 1, false},           // 3x3/1 sliding rows, full and clipped
+      {2, 24, 19, 17, 3, 3, 2, 2, 0, 0, 0, 0, false},         // strips of rows over images and blocks
   };
   uint32_t seed = 14000;
   ForEachSimdPath([&] {
@@ -822,6 +823,7 @@ KERNEL_TEST(NchwcAveragePool_EveryPath_Float32AndFloat16_VsNaive) {
       {1, 8, 10, 9, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0, false, false},   // 3x3/2 sliding rows, all windows inside
       {1, 8, 10, 9, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0, true, true},     // ... ceil_mode: clipped last row and column
       {1, 8, 12, 12, 3, 3, 1, 1, 2, 1, 1, 1, 1, 1, false, true},   // dilated rows at a 3x3/1 sliding row
+      {2, 24, 17, 15, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, false}, // strips of rows, the last one short
   };
   uint32_t seed = 16000;
   ForEachSimdPath([&] {
