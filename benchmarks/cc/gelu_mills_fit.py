@@ -5,7 +5,7 @@ coefficients rounded to float32 from the highest down, each lower one refitted a
 ones are rounded. Prints the table (rows: the coefficient of s^j; columns 30, 31 repeat 29) and
 the worst error of a float32 Horner evaluation, in ulp of R, over 300 points per interval.
 
-    python3 benchmarks/cc/gelu_mills_fit.py    (needs mpmath and numpy)
+    .venv/bin/python benchmarks/cc/gelu_mills_fit.py    (mpmath comes with onnxruntime's sympy)
 """
 import math
 
