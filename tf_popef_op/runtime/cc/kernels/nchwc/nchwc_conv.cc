@@ -43,7 +43,6 @@
 #include "tf_popef_op/runtime/cc/kernels/support/constant_copies.h"
 #include "tf_popef_op/runtime/cc/kernels/support/epilogue.h"
 #include "tf_popef_op/runtime/cc/kernels/support/fp16_adapter.h"
-#include "tf_popef_op/runtime/cc/kernels/support/fp16_convert.h"
 #include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
 
 namespace tfpopef {
@@ -172,13 +171,7 @@ class NchwcConvKernel final : public Kernel {
     const uint16_t* w_half = static_cast<const uint16_t*>(ctx.inputs[1]);
     ConstantCopies::Copy wide;  // float16 W's float32 copy, kept alive for this run
     if (wide_weights_ != nullptr) {
-      wide = wide_weights_->Get(w_half, [&] {
-        std::vector<float> f32(static_cast<size_t>(p_.weight_count));
-        ParallelFor(p_.weight_count, kStreamingGrain, [&](int64_t begin, int64_t end) {
-          WidenHalfToFloat(w_half + begin, f32.data() + begin, end - begin);
-        });
-        return f32;
-      });
+      wide = WidenedConstant(*wide_weights_, w_half, p_.weight_count);
       w = wide->data();
     }
     float* partial = nullptr;

@@ -53,7 +53,6 @@
 #include "tf_popef_op/runtime/cc/kernels/nchwc/nchwc_tiles.h"
 #include "tf_popef_op/runtime/cc/kernels/support/constant_copies.h"
 #include "tf_popef_op/runtime/cc/kernels/support/fp16_adapter.h"
-#include "tf_popef_op/runtime/cc/kernels/support/fp16_convert.h"
 #include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
 
 namespace tfpopef {
@@ -154,9 +153,10 @@ class NchwcInvertedResidualKernel final : public Kernel {
     t.project.bias = p_.project_stage ? static_cast<const float*>(ctx.inputs[6]) : nullptr;
     ConstantCopies::Copy we_wide, wp_wide;  // kept alive for this run
     if constexpr (std::is_same_v<AT, uint16_t>) {
-      if (wide_expand_ != nullptr) t.we_wide = (we_wide = Widened(*wide_expand_, t.we, p_.expand_weight_count))->data();
+      if (wide_expand_ != nullptr)
+        t.we_wide = (we_wide = WidenedConstant(*wide_expand_, t.we, p_.expand_weight_count))->data();
       if (wide_project_ != nullptr)
-        t.wp_wide = (wp_wide = Widened(*wide_project_, t.wp, p_.project_weight_count))->data();
+        t.wp_wide = (wp_wide = WidenedConstant(*wide_project_, t.wp, p_.project_weight_count))->data();
     }
     const int64_t per_image = p_.chunks_per_image * p_.runs_per_image;
     const int64_t items = p_.n * per_image;
@@ -289,15 +289,6 @@ class NchwcInvertedResidualKernel final : public Kernel {
     else p_.tiles.conv_row_half(g, x, w, e, partial, y, 0, ob0, obn, 0, ox0, ox1);
   }
 
-  // The float32 copy of float16 weights w (n values), widened on the first run.
-  static ConstantCopies::Copy Widened(ConstantCopies& copies, const uint16_t* w, int64_t n) {
-    return copies.Get(w, [&] {
-      std::vector<float> f32(static_cast<size_t>(n));
-      ParallelFor(n, kStreamingGrain,
-                  [&](int64_t begin, int64_t end) { WidenHalfToFloat(w + begin, f32.data() + begin, end - begin); });
-      return f32;
-    });
-  }
   template <typename AT>
   void DepthwiseRow(const NchwcGeometry& g, const AT* e_buf, const Tensors<AT>& t, AT* d_buf, int64_t cb,
                     int64_t j) const {

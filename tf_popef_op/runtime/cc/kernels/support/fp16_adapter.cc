@@ -73,12 +73,7 @@ class Float16Adapter final : public Kernel {
     for (size_t c = 0; c < constants_.size(); ++c) {
       const Constant& k = constants_[c];
       const auto* f16 = static_cast<const uint16_t*>(ctx.inputs[k.index]);
-      held[c] = k.copies->Get(f16, [&] {
-        std::vector<float> f32(static_cast<size_t>(k.numel));
-        ParallelFor(k.numel, kStreamingGrain,
-                    [&](int64_t begin, int64_t end) { WidenHalfToFloat(f16 + begin, f32.data() + begin, end - begin); });
-        return f32;
-      });
+      held[c] = WidenedConstant(*k.copies, f16, k.numel);
       inputs[k.index] = held[c]->data();
     }
 
@@ -143,6 +138,15 @@ std::unique_ptr<Kernel> WithFloat16Support(const KernelSpec& spec, const KernelF
   if (SameDTypes(spec.inputs, float32_spec.inputs) && SameDTypes(spec.outputs, float32_spec.outputs))
     return inner;  // every float16 tensor is native: nothing to widen or narrow
   return std::make_unique<Float16Adapter>(spec, float32_spec, std::move(inner));
+}
+
+ConstantCopies::Copy WidenedConstant(ConstantCopies& copies, const uint16_t* f16, int64_t n) {
+  return copies.Get(f16, [&] {
+    std::vector<float> f32(static_cast<size_t>(n));
+    ParallelFor(n, kStreamingGrain,
+                [&](int64_t begin, int64_t end) { WidenHalfToFloat(f16 + begin, f32.data() + begin, end - begin); });
+    return f32;
+  });
 }
 
 }  // namespace kernels

@@ -19,10 +19,12 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
 #include "tf_popef_op/runtime/cc/kernels/kernel.h"
+#include "tf_popef_op/runtime/cc/kernels/support/constant_copies.h"
 
 namespace tfpopef {
 namespace kernels {
@@ -32,6 +34,12 @@ namespace kernels {
 std::unique_ptr<Kernel> WithFloat16Support(const KernelSpec& spec, const KernelFactory& make_float32,
                                            const std::vector<size_t>& native_float16_inputs = {},
                                            const std::vector<size_t>& native_float16_outputs = {});
+
+// The float32 copy of the float16 constant `f16` (n values) held by `copies`: widened over the
+// thread pool on the first run that sees it, reused by every later one. The adapter's constants
+// and the kernels that keep float16 weights' copies themselves (NchwcConv,
+// NchwcInvertedResidual) all take theirs from here.
+ConstantCopies::Copy WidenedConstant(ConstantCopies& copies, const uint16_t* f16, int64_t n);
 
 }  // namespace kernels
 }  // namespace tfpopef

@@ -75,6 +75,22 @@ alignas(64) constexpr float kPow2Sixteenths[16] = {
     1.0f,         1.04427378f, 1.09050773f, 1.13878863f, 1.18920712f, 1.24185781f, 1.29683955f, 1.35425555f,
     1.41421356f,  1.47682615f, 1.54221083f, 1.61049033f, 1.68179283f, 1.75625216f, 1.83400809f, 1.91520656f};
 
+// a = j·ln2 + r with j the nearest sixteenth to a·log2 e (adding 1.5·2^19 rounds to sixteenths;
+// j·ln2's high part is exact) and |r| <= ln2/32; p2 = 2^frac(j) from kPow2Sixteenths (the low 4
+// mantissa bits of the rounded sum are j's sixteenths, two's complement, as vscalefps's
+// floor(j) needs). Gelu16's and Exp16's exponentials share it.
+struct Sixteenths {
+  __m512 j, r, p2;
+};
+inline Sixteenths ReduceToSixteenths(__m512 a) {
+  const __m512 magic16 = Set(786432.0f);  // 1.5·2^19
+  const __m512 j16 = _mm512_fmadd_ps(a, Set(1.44269504088896341f), magic16);
+  const __m512 j = _mm512_sub_ps(j16, magic16);
+  __m512 r = _mm512_fnmadd_ps(j, Set(0.693359375f), a);
+  r = _mm512_fnmadd_ps(j, Set(-2.12194440e-4f), r);
+  return {j, r, _mm512_permutexvar_ps(_mm512_castps_si512(j16), _mm512_load_ps(kPow2Sixteenths))};
+}
+
 // x·Φ(x) with x clamped to ±14.5 and t = |xc|: v = xc·Φ(−t) for either sign, and x > 0 takes
 // x − v (for x > 14.5, v < 2^−149·15 rounds away: x, inf included). Φ(−t) = R(t)·e^(−t²/2),
 // R from kGeluMillsTable and the exponential as 2^(j/16)·e^r (j/16 the nearest sixteenth to
@@ -105,15 +121,8 @@ inline __m512 Gelu16(__m512 x) {
   const __m512 minus_half_t = _mm512_mul_ps(t, Set(-0.5f));
   const __m512 a = _mm512_mul_ps(minus_half_t, t);
   const __m512 b = _mm512_fmsub_ps(minus_half_t, t, a);
-  // Adding 1.5·2^19 rounds a·log2 e to sixteenths j (j·ln2's high part is exact); the low 4
-  // mantissa bits are j's sixteenths, two's complement, as vscalefps's floor(j) needs.
-  const __m512 magic16 = Set(786432.0f);
-  const __m512 j16 = _mm512_fmadd_ps(a, Set(1.44269504088896341f), magic16);
-  const __m512 j = _mm512_sub_ps(j16, magic16);
-  __m512 r = _mm512_fnmadd_ps(j, Set(0.693359375f), a);
-  r = _mm512_fnmadd_ps(j, Set(-2.12194440e-4f), r);
-  r = _mm512_add_ps(r, b);
-  const __m512 p2 = _mm512_permutexvar_ps(_mm512_castps_si512(j16), _mm512_load_ps(kPow2Sixteenths));
+  const auto [j, r_a, p2] = ReduceToSixteenths(a);
+  const __m512 r = _mm512_add_ps(r_a, b);
   // 2^frac(j)·e^r = p2 + p2·r·(1 + r/2 + r²/6)
   const __m512 e_r = _mm512_fmadd_ps(_mm512_fmadd_ps(r, Set(1.0f / 6.0f), Set(0.5f)), r, Set(1.0f));
   const __m512 e = _mm512_fmadd_ps(_mm512_mul_ps(p2, r), e_r, p2);
@@ -122,7 +131,7 @@ inline __m512 Gelu16(__m512 x) {
   return _mm512_mask_sub_ps(v, _mm512_cmp_ps_mask(x, Set(0.0f), _CMP_GT_OQ), x, v);
 }
 
-// e^x = 2^j·e^r with j the nearest sixteenth to x·log2 e (one FMA with a rounding constant, as
+// e^x = 2^j·e^r with j the nearest sixteenth to x·log2 e (ReduceToSixteenths, as
 // in Gelu16), 2^frac(j) from kPow2Sixteenths and a degree-4 polynomial for |r| <= ln2/32: 0.98
 // ulp at worst (Exp8's degree-6 form 1.24). Exp 0.16 against 0.42 ns per element for the AVX2
 // loop; in ExpShiftedSum level with Exp8's form on 16 lanes (~0.2 ns, its FP pipes the bound).
@@ -131,12 +140,7 @@ inline __m512 Gelu16(__m512 x) {
 // and the arithmetic keeps it.
 inline __m512 Exp16(__m512 x) {
   const __m512 xc = _mm512_min_ps(Set(89.0f), _mm512_max_ps(Set(-104.0f), x));
-  const __m512 magic16 = Set(786432.0f);  // 1.5·2^19
-  const __m512 j16 = _mm512_fmadd_ps(xc, Set(1.44269504088896341f), magic16);
-  const __m512 j = _mm512_sub_ps(j16, magic16);
-  __m512 r = _mm512_fnmadd_ps(j, Set(0.693359375f), xc);
-  r = _mm512_fnmadd_ps(j, Set(-2.12194440e-4f), r);
-  const __m512 p2 = _mm512_permutexvar_ps(_mm512_castps_si512(j16), _mm512_load_ps(kPow2Sixteenths));
+  const auto [j, r, p2] = ReduceToSixteenths(xc);
   __m512 e_r = _mm512_fmadd_ps(r, Set(1.0f / 24.0f), Set(1.0f / 6.0f));
   e_r = _mm512_fmadd_ps(e_r, r, Set(0.5f));
   e_r = _mm512_fmadd_ps(e_r, r, Set(1.0f));  // (e^r − 1)/r
