@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -23,11 +24,20 @@ namespace tfpopef {
 
 // Read-only view of a step's "attrs" JSON object with typed getters. A missing attribute
 // without a default, or one of the wrong type, raises an error naming the op and node.
+//
+// Every name asked for (Has or a getter) is recorded, in a record that copies of the Attrs
+// share (the float16 adapter and fused kernels prepare on copies of the spec), so that
+// KernelRegistry::Create can reject an attribute the kernel never read: a newer compiler's
+// additive attribute may change results, and ignoring it would be silently wrong.
 class Attrs {
  public:
-  Attrs(const nlohmann::json& j, std::string where) : j_(j), where_(std::move(where)) {}
+  Attrs(const nlohmann::json& j, std::string where)
+      : j_(j), where_(std::move(where)), read_(std::make_shared<std::set<std::string>>()) {}
 
-  bool Has(const std::string& name) const { return j_.is_object() && j_.contains(name); }
+  bool Has(const std::string& name) const {
+    read_->insert(name);
+    return j_.is_object() && j_.contains(name);
+  }
   int64_t Int(const std::string& name) const { return Get<int64_t>(name); }
   int64_t Int(const std::string& name, int64_t def) const { return Has(name) ? Int(name) : def; }
   float Float(const std::string& name) const { return Get<float>(name); }
@@ -42,6 +52,15 @@ class Attrs {
   }
   std::vector<float> Floats(const std::string& name) const { return Get<std::vector<float>>(name); }
 
+  // The attributes present that no one has asked for (sorted).
+  std::vector<std::string> Unread() const {
+    std::vector<std::string> unread;
+    if (j_.is_object())
+      for (const auto& item : j_.items())
+        if (!read_->count(item.key())) unread.push_back(item.key());
+    return unread;
+  }
+
  private:
   template <typename T>
   T Get(const std::string& name) const {
@@ -55,6 +74,7 @@ class Attrs {
   }
   const nlohmann::json& j_;
   std::string where_;
+  std::shared_ptr<std::set<std::string>> read_;  // names asked for, shared by copies
 };
 
 // Everything a kernel factory may look at: static types of the step's tensors and its attrs.
@@ -103,7 +123,8 @@ class KernelRegistry {
   void Register(const std::string& op, KernelFactory factory);
   bool Has(const std::string& op) const;
   std::vector<std::string> Ops() const;  // sorted
-  // Prepares a kernel; unknown op -> Error(kUnimplemented) listing the registered ops.
+  // Prepares a kernel; unknown op -> Error(kUnimplemented) listing the registered ops; an
+  // attribute the factory never asked for (Attrs::Unread) -> Error(kInvalidArgument).
   std::unique_ptr<Kernel> Create(const KernelSpec& spec) const;
 
  private:

@@ -25,9 +25,30 @@ std::vector<std::string> KernelRegistry::Ops() const {
   return ops;
 }
 
+namespace {
+
+// An attribute the kernel never read is one this runtime does not know: a newer compiler
+// added it (minor versions are additive), and running without it could be silently wrong.
+void CheckAllAttrsRead(const KernelSpec& spec) {
+  const std::vector<std::string> unread = spec.attrs.Unread();
+  if (unread.empty()) return;
+  std::string names;
+  for (const std::string& name : unread) names += (names.empty() ? "'" : ", '") + name + "'";
+  throw Error(ErrorCode::kInvalidArgument,
+              spec.Where() + ": unknown attribute" + (unread.size() > 1 ? "s " : " ") + names +
+                  ", which this runtime's kernel does not read; the PopEF was written by a newer compiler: "
+                  "load it with a runtime that matches that compiler (or recompile the model)");
+}
+
+}  // namespace
+
 std::unique_ptr<Kernel> KernelRegistry::Create(const KernelSpec& spec) const {
-  for (const auto& f : factories_)
-    if (f.first == spec.op) return f.second(spec);
+  for (const auto& f : factories_) {
+    if (f.first != spec.op) continue;
+    std::unique_ptr<Kernel> kernel = f.second(spec);
+    CheckAllAttrsRead(spec);
+    return kernel;
+  }
   std::string known;
   for (const auto& op : Ops()) known += (known.empty() ? "" : ", ") + op;
   throw Error(ErrorCode::kUnimplemented,
