@@ -20,9 +20,9 @@ from tf_popef_op import runtime
 CONTROL_STEPS = ("Switch", "If", "Loop", "LoadTensorData")
 
 
-def layer_scale_mlp(tokens=9, channels=16, seed=0):
-    """LayerNorm -> MatMul + bias -> Relu -> MatMul -> tiny layer scale -> + residual -> Softmax:
-    in float16 the scale below float16's normal range becomes FusedMatMul's `alpha`."""
+def mlp_block(tokens=9, channels=16, seed=0):
+    """LayerNorm -> MatMul + bias -> Relu -> MatMul -> + residual -> Softmax: LayerNormalization,
+    two FusedMatMuls and a Softmax."""
     rng = np.random.default_rng(seed)
     inits = []
 
@@ -36,13 +36,12 @@ def layer_scale_mlp(tokens=9, channels=16, seed=0):
         helper.make_node("MatMul", ["ln", const("w1", rng.standard_normal((channels, 4 * channels)))], ["up"]),
         helper.make_node("Add", ["up", const("b1", rng.standard_normal(4 * channels))], ["up_b"]),
         helper.make_node("Relu", ["up_b"], ["act"]),
-        helper.make_node("MatMul", ["act", const("w2", rng.standard_normal((4 * channels, channels)) * 3e3)], ["down"]),
-        helper.make_node("Mul", ["down", const("gamma", np.full(channels, 1e-6))], ["scaled"]),
-        helper.make_node("Add", ["X", "scaled"], ["res"]),
+        helper.make_node("MatMul", ["act", const("w2", rng.standard_normal((4 * channels, channels)))], ["down"]),
+        helper.make_node("Add", ["X", "down"], ["res"]),
         helper.make_node("Softmax", ["res"], ["Y"], axis=-1),
     ]
     shape = [1, tokens, channels]
-    graph = helper.make_graph(nodes, "layer_scale_mlp", [helper.make_tensor_value_info("X", TensorProto.FLOAT, shape)],
+    graph = helper.make_graph(nodes, "mlp_block", [helper.make_tensor_value_info("X", TensorProto.FLOAT, shape)],
                               [helper.make_tensor_value_info("Y", TensorProto.FLOAT, shape)], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
@@ -50,7 +49,7 @@ def layer_scale_mlp(tokens=9, channels=16, seed=0):
 MODELS = {
     "resnet_blocks-fp32": (lambda: resnet_blocks(1, wide=False), "fp32"),
     "resnet_blocks-fp16": (lambda: resnet_blocks(1, wide=False), "fp16"),
-    "layer_scale_mlp-fp16": (layer_scale_mlp, "fp16"),
+    "mlp_block-fp16": (mlp_block, "fp16"),
 }
 
 
@@ -93,19 +92,23 @@ def test_an_extra_attribute_on_any_kernel_step_is_refused(executable):
         assert "written by a newer compiler" in message, message
 
 
-def test_alpha_on_a_kernel_that_does_not_scale_is_refused():
-    executable = Compiler.compile(Converter(precision="fp16").convert(layer_scale_mlp()))
+def test_alpha_is_refused_where_the_kernel_does_not_scale():
+    """FusedMatMul reads `alpha` (a float16 layer scale's 2^-k): a step of another op carrying it
+    is refused, where ignoring it would be off by that factor without a word."""
+    executable = Compiler.compile(Converter(precision="fp16").convert(mlp_block()))
     steps = _kernel_steps(_executable_doc(executable))
-    scaled = [s for _, s in steps if s["op"] == "FusedMatMul" and "alpha" in s.get("attrs", {})]
-    assert scaled, f"the float16 layer scale should become a FusedMatMul alpha: {[s['op'] for _, s in steps]}"
-    # The same attribute on a step whose kernel has no alpha (the LayerNormalization) is refused:
-    # the result would be off by the factor without a word.
-    index, other = next((i, s) for i, s in steps if s["op"] != "FusedMatMul")
-
-    def add_alpha(doc):
-        doc["programs"]["main"][index].setdefault("attrs", {})["alpha"] = scaled[0]["attrs"]["alpha"]
-    message = _load_error(with_edited_executable(executable, add_alpha))
-    assert f"step #{index}: op '{other['op']}'" in message and "unknown attribute 'alpha'" in message, message
+    assert [s["op"] for _, s in steps] == ["LayerNormalization", "FusedMatMul", "FusedMatMul", "Softmax"], steps
+    for index, step in steps:
+        def add_alpha(doc, index=index):
+            doc["programs"]["main"][index]["attrs"]["alpha"] = 2.0 ** -20
+        data = with_edited_executable(executable, add_alpha)
+        if step["op"] == "FusedMatMul":
+            with runtime.ModelRunner(data):
+                pass
+        else:
+            message = _load_error(data)
+            assert f"step #{index}: op '{step['op']}' (node '{step['name']}'): unknown attribute 'alpha'" in message, \
+                message
 
 
 def test_every_unknown_attribute_is_named():

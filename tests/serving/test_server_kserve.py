@@ -10,6 +10,7 @@ SavedModel) and the native module at once.
 
 This process imports tritonclient only, never the server's generated `inference` protos
 (both register the same protobuf symbols): the server runs in a subprocess."""
+import json
 import os
 import queue
 import shutil
@@ -21,6 +22,10 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from prometheus_client.parser import text_string_to_metric_families
 from tritonclient.utils import InferenceServerException
+
+from popef.format import BlobType
+from popef.reader import PopefFile
+from popef.writer import encode_popef, json_payload
 
 from kserve_models import (mlp_onnx, mlp_reference, onnxruntime_run, write_fused_model,
                            write_popef_model)
@@ -484,6 +489,35 @@ def test_broken_models_fail_their_load_and_the_server_keeps_serving(repo, http, 
     assert http.is_server_live() and http.is_model_ready("mlp")
     http.unload_model("odd")          # the server is ready again (every model has a version)
     assert http.is_server_ready()
+
+
+def _with_unknown_attribute(popef: bytes, name: str) -> bytes:
+    """The PopEF with attribute `name` added to its first kernel step (a newer compiler's file)."""
+    blobs = []
+    for blob in PopefFile(popef).blobs:
+        payload = bytes(blob.payload)
+        if blob.type == BlobType.EXECUTABLE:
+            doc = json.loads(payload)
+            doc["programs"]["main"][0].setdefault("attrs", {})[name] = 1
+            payload = json_payload(doc)
+        blobs.append((blob.type, blob.name, payload))
+    return encode_popef(blobs)
+
+
+def test_a_popef_with_an_unknown_attribute_fails_its_load_and_the_server_keeps_serving(repo, http):
+    models = repo["root"] / "models"
+    newer = models / "newer" / "1"
+    newer.mkdir(parents=True, exist_ok=True)
+    popef = (models / "mlp" / "1" / "model.popef").read_bytes()
+    (newer / "model.popef").write_bytes(_with_unknown_attribute(popef, "future_attribute"))
+    status, message = _http_error(lambda: http.load_model("newer"))
+    assert status == "400" and "unknown attribute 'future_attribute'" in message, message
+    assert "newer compiler" in message, message
+    assert http.is_server_live() and http.is_model_ready("mlp")
+    x = _rows(2, 7)
+    np.testing.assert_allclose(http.infer("mlp", _http_inputs({"x": x})).as_numpy("logits"),
+                               mlp_reference(repo["mlp_onnx"], x), rtol=1e-5, atol=1e-5)
+    shutil.rmtree(models / "newer")
 
 
 def test_raw_http_paths_with_a_slash_in_the_model_name(server):
