@@ -29,6 +29,7 @@ namespace tfpopef {
 // share (the float16 adapter and fused kernels prepare on copies of the spec), so that
 // KernelRegistry::Create can reject an attribute the kernel never read: a newer compiler's
 // additive attribute may change results, and ignoring it would be silently wrong.
+// Not thread-safe: a spec is prepared on one thread.
 class Attrs {
  public:
   Attrs(const nlohmann::json& j, std::string where)
