@@ -8,7 +8,9 @@ MODEL is the export name in benchmarks/.cache (the part before the first '-'); t
 <export>-b<BATCH>-<precision>.popef there, as bench_models.py --parts compile wrote it. Prints
 the profiled run and each op class's ms per run (op_profiles.modelrunner_by_op); with
 `--steps OP [OP ...]`, one JSON line instead: the median profiled run and each step of those op
-types' median µs over the runs (after one warm-up run)."""
+types' median µs over the runs (after one warm-up run); `--stat min` gives each step's fastest run
+instead, its undisturbed time (short steps split over both cores stretch whenever another
+process takes either core, which moves their medians far more than the runs')."""
 import argparse
 import copy
 import glob
@@ -25,8 +27,8 @@ sys.path.insert(0, os.path.join(os.getcwd(), "benchmarks"))
 import op_profiles  # noqa: E402
 
 
-def step_times(runner, ops, iters: int) -> dict:
-    """The median profiled run and each `ops` step's median µs, keyed 'op|node'."""
+def step_times(runner, ops, iters: int, stat=statistics.median) -> dict:
+    """The median profiled run and each `ops` step's µs (`stat` over the runs), keyed 'op|node'."""
     from profile_model import random_feeds
     feed = random_feeds(runner, None, np.random.default_rng(0))
     outs = {o.name: np.zeros(o.shape, o.numpy_data_type()) for o in runner.get_execute_outputs()}
@@ -40,7 +42,7 @@ def step_times(runner, ops, iters: int) -> dict:
             if e["op"] in ops:
                 steps.setdefault(f"{e['op']}|{e['node']}", []).append(e["total_us"])
     return {"run_us": statistics.median(runs),
-            "steps_us": {name: statistics.median(us) for name, us in steps.items()}}
+            "steps_us": {name: stat(us) for name, us in steps.items()}}
 
 
 def main():
@@ -50,6 +52,7 @@ def main():
     parser.add_argument("--iters", type=int, default=10)
     parser.add_argument("--precision", default="fp32", choices=["fp32", "fp16"])
     parser.add_argument("--steps", nargs="+", metavar="OP", help="time each step of these op types instead")
+    parser.add_argument("--stat", default="median", choices=["median", "min"], help="--steps: each step's median or fastest run")
     args = parser.parse_args()
     from compiler import Executable
     from compiler.converter import Converter
@@ -60,7 +63,8 @@ def main():
         raise SystemExit(f"no ONNX export of {args.model} in {cache}")
     executable = Executable.load(f"{exports[0][:-len('.onnx')]}-b{args.batch}-{args.precision}.popef")
     if args.steps:
-        print(json.dumps(step_times(ModelRunner(executable, RuntimeConfig(profile=True)), args.steps, args.iters)))
+        stat = statistics.median if args.stat == "median" else min
+        print(json.dumps(step_times(ModelRunner(executable, RuntimeConfig(profile=True)), args.steps, args.iters, stat)))
         return
     converted = Converter(batch_size=args.batch, precision="fp32").convert(copy.deepcopy(onnx.load(exports[0])))
     (anchor,) = ModelRunner(executable).get_execute_inputs()
