@@ -110,6 +110,24 @@ KERNEL_TEST(Attention_EveryPath_VsNaiveDouble) {
   });
 }
 
+// float16 widens Q, K and V exactly and narrows Y once: on the same (float16) values its Y is the
+// float32 kernel's Y rounded to nearest even, bit for bit (the register transposes of the
+// float16 Kᵀ pack and the element-by-element fallback past kMaxWidenedKeyDims included).
+KERNEL_TEST(Attention_Float16_EveryPath_BitIdenticalToFloat32RoundedOnce) {
+  uint32_t seed = 41500;
+  ForEachSimdPath([&] {
+    for (const AttentionCase& c : Cases()) {
+      const AttentionData x = RandomAttention(c, seed += 4, F16);
+      const std::vector<double> y32 = AttentionTester(c, x, F32)
+                                          .AddOutput(F32, {c.b, c.sq, c.h * c.dv}, NaiveAttention(c, x))
+                                          .RunAndGetOutput(0);
+      const size_t failures = CurrentFailures().size();
+      AttentionTester(c, x, F16).AddOutput(F16, {c.b, c.sq, c.h * c.dv}, AsFloat16(y32)).Tolerance(0, 0).Run();
+      Label(failures, c.Describe() + " float16 against float32 rounded once");
+    }
+  });
+}
+
 // Q, K and V side by side in one [B, S, H·d + H·d + H·dv] tensor (Sq = Sk).
 std::vector<double> PackQkv(const AttentionCase& c, const AttentionData& x) {
   const int64_t wq = c.h * c.d, wv = c.h * c.dv, row = 2 * wq + wv;

@@ -156,6 +156,60 @@ KERNEL_TEST(PackedGemm_EveryTileBuild_Threads1And2_VsNaive) {
         }
 }
 
+// float16 computes the float32 product of the widened operands and rounds it once: its C is,
+// bit for bit, the float32 GEMM's C on the same values narrowed to nearest even, whether the
+// tiles narrow it as they store (no activation) or the row pass does (after the activation).
+template <typename Out>
+std::vector<Out> RunOnValues(const PackedGemmTileFns& tiles, kernels::ThreadPool& pool, const GemmShape& s,
+                             const Variant& v, const std::vector<double>& a, const std::vector<double>& b,
+                             const std::vector<double>& bias, const std::vector<double>& sum) {
+  const std::vector<Out> a_t = Encode<Out>(a), b_t = Encode<Out>(b), bias_t = Encode<Out>(bias), sum_t = Encode<Out>(sum);
+  std::vector<Out> c(static_cast<size_t>(s.m * s.n));
+  const kernels::PackedLayout layout = kernels::PackedLayoutFor(tiles, s.k, s.n);
+  std::vector<float> packed(static_cast<size_t>(layout.floats()));
+  kernels::PackB(layout, b_t.data(), v.trans_b ? s.k : s.n, v.trans_b, v.alpha, packed.data());
+  kernels::PackedGemmArgs<Out> args;
+  args.m = s.m;
+  args.a = a_t.data();
+  args.lda = s.k;
+  args.b = layout;
+  args.b_data = packed.data();
+  args.bias = v.bias ? bias_t.data() : nullptr;
+  args.bias_scale = v.bias_scale;
+  args.sum = v.sum ? sum_t.data() : nullptr;
+  args.c = c.data();
+  args.ldc = s.n;
+  args.epilogue = MakeEpilogue(v);
+  kernels::RunPackedGemm(tiles, args, pool);
+  return c;
+}
+
+KERNEL_TEST(PackedGemm_Float16_EveryTileBuild_BitIdenticalToFloat32RoundedOnce) {
+  kernels::ThreadPool one(1), two(2);
+  uint32_t seed = 53000;
+  for (const auto& [tiles, name] : TileBuilds())
+    for (kernels::ThreadPool* pool : {&one, &two})
+      for (const GemmShape& s : kShapes)
+        for (const Variant& v : kVariants) {
+          seed += 4;
+          const auto a = AsFloat16(RandomValues(s.m * s.k, -1, 1, seed));
+          const auto b = AsFloat16(RandomValues(s.k * s.n, -1, 1, seed + 1));
+          const auto bias = AsFloat16(RandomValues(s.n, -1, 1, seed + 2));
+          const auto sum = AsFloat16(RandomValues(s.m * s.n, -2, 2, seed + 3));
+          const std::vector<uint16_t> half = RunOnValues<uint16_t>(*tiles, *pool, s, v, a, b, bias, sum);
+          const std::vector<float> full = RunOnValues<float>(*tiles, *pool, s, v, a, b, bias, sum);
+          for (size_t i = 0; i < half.size(); ++i)
+            if (half[i] != FloatToHalf(full[i])) {
+              Fail("[" + name + " tiles, " + std::to_string(pool->num_threads()) + " threads] M " + std::to_string(s.m) +
+                   " N " + std::to_string(s.n) + " K " + std::to_string(s.k) + " " + v.Describe() + ": C[" +
+                   std::to_string(i / s.n) + ", " + std::to_string(i % s.n) + "] float16 " +
+                   std::to_string(HalfToFloat(half[i])) + ", float32 rounded once " +
+                   std::to_string(HalfToFloat(FloatToHalf(full[i]))));
+              return;
+            }
+        }
+}
+
 // Batched products (attention's): each batch entry's A, packed B and C at its own offset.
 KERNEL_TEST(PackedGemm_Batches_VsNaive) {
   kernels::ThreadPool two(2);

@@ -50,6 +50,10 @@ struct OperandLayout {
 // rounded to whole register tiles.
 constexpr int64_t kTargetRowBlock = 32;
 
+// float16 keys up to this head size are widened 4 rows at a time (a stack buffer) for the
+// register transposes of the Kᵀ pack.
+constexpr int64_t kMaxWidenedKeyDims = 256;
+
 inline int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 class AttentionKernel final : public Kernel {
@@ -118,17 +122,27 @@ class AttentionKernel final : public Kernel {
     alignas(64) float row_buf[512];
     int64_t j = 0;
 #if TFPOPEF_ATTENTION_SSE
-    if (!half_) {
+    if (!half_ || d <= kMaxWidenedKeyDims) {
       // Groups of 4 keys × 4 dims as 4×4 transposes in registers: a quarter of the loads and stores
       // of the element-by-element transpose (2.4 µs per BERT head of 128 keys × 64 dims, ~10 % of
-      // the head's non-GEMM time).
-      const float* k = static_cast<const float*>(ctx.inputs[layout_.input[1]]);
-      const int64_t ldk = layout_.row_stride[1];
+      // the head's non-GEMM time). float16 keys are widened 4 rows at a time first.
+      alignas(64) float four_keys[4 * kMaxWidenedKeyDims];
       const __m128 scale = _mm_set1_ps(scale_);
       for (; j + 4 <= s_.kv_len && (j % pw) + 4 <= pw; j += 4) {
         const int64_t c0 = j / pw * pw, width = std::min(pw, kv_ld_ - c0);
         float* panel = kt + d * c0 + (j - c0);
-        const float* k0 = k + Offset(1, b, s_.kv_len, j, h, d);
+        const float* k0;
+        int64_t ldk;
+        if (half_) {
+          const uint16_t* k = static_cast<const uint16_t*>(ctx.inputs[layout_.input[1]]);
+          for (int64_t i = 0; i < 4; ++i)
+            WidenHalfToFloat(k + Offset(1, b, s_.kv_len, j + i, h, d), four_keys + i * d, d);
+          k0 = four_keys;
+          ldk = d;
+        } else {
+          k0 = static_cast<const float*>(ctx.inputs[layout_.input[1]]) + Offset(1, b, s_.kv_len, j, h, d);
+          ldk = layout_.row_stride[1];
+        }
         int64_t p = 0;
         for (; p + 4 <= d; p += 4) {
           __m128 r0 = _mm_loadu_ps(k0 + p), r1 = _mm_loadu_ps(k0 + ldk + p);

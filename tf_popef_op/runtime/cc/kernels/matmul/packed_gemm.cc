@@ -61,7 +61,10 @@ void RunPackedGemm(const PackedGemmTileFns& tiles, const PackedGemmArgs<T>& args
   const int64_t m = args.m, n = b.n, k = b.k, rows = tiles.rows;
   const int64_t strips = (m + rows - 1) / rows;
   const int64_t blocks = (n + kPackedGemmBlockColumns - 1) / kPackedGemmBlockColumns;
-  const bool finish_rows = kHalf || !args.epilogue.is_identity();
+  // float16 C without an activation is narrowed by the tiles as they store the last K block
+  // (with the bias and the float16 sum): no float32 rows to finish.
+  const bool half_store = kHalf && args.epilogue.is_identity();
+  const bool finish_rows = !half_store && (kHalf || !args.epilogue.is_identity());
   // A thread's buffers, reused over the units it runs.
   struct Buffers {
     alignas(64) float a_strip[kHalf ? kMaxTileRows * kPackedGemmBlockDepth : 1];  // float16 A, widened
@@ -135,17 +138,25 @@ void RunPackedGemm(const PackedGemmTileFns& tiles, const PackedGemmArgs<T>& args
         PackedGemmTileAdd add;
         if (last) {
           add.bias = bias;
-          if constexpr (!kHalf) {
+          if constexpr (kHalf) {
+            if (half_store) {
+              add.half_c = args.c + c_at(s);
+              if (args.sum != nullptr) add.half_sum = args.sum + c_at(s);
+              add.ldhalf = args.ldc;
+            }
+          } else {
             if (args.sum != nullptr) add.sum = args.sum + c_at(s);
           }
           add.ldsum = args.ldc;
         }
-        const bool adds = add.bias != nullptr || add.sum != nullptr;
+        const bool adds = add.bias != nullptr || add.sum != nullptr || add.half_c != nullptr;
         for (int64_t j0 = c0; j0 < c0 + cols; j0 += b.panel_width) {
           const int64_t width = b.stored_width(j0);
           PackedGemmTileAdd panel_add = add;
           if (add.bias != nullptr) panel_add.bias += j0 - c0;
           if (add.sum != nullptr) panel_add.sum += j0 - c0;
+          if (add.half_sum != nullptr) panel_add.half_sum += j0 - c0;
+          if (add.half_c != nullptr) panel_add.half_c += j0 - c0;
           tiles.tile(nr, std::min(width, n - j0), depth, a, lda, panels + j0 * k + p0 * width, width,
                      dst + (j0 - c0), ldd, p0 > 0, adds ? &panel_add : nullptr);
         }

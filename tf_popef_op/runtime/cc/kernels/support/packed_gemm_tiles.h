@@ -17,11 +17,17 @@ namespace kernels {
 
 // What a tile adds to C as it stores its last K block, while C is still in registers (instead of
 // a second pass over the rows): bias[j] (the tile's columns; null: none) and sum[r·ldsum + j]
-// (null: none).
+// (null: none). For float16 C without an activation, half_c (non-null) takes the result instead
+// of C, narrowed to nearest even in the store, plus the float16 half_sum[r·ldhalf + j] (null:
+// none) widened in registers: the float32 product rounded once, with no float32 copy of C
+// written and read back (C is then read only to accumulate an earlier K block).
 struct PackedGemmTileAdd {
   const float* bias = nullptr;
   const float* sum = nullptr;
   int64_t ldsum = 0;
+  const uint16_t* half_sum = nullptr;
+  uint16_t* half_c = nullptr;
+  int64_t ldhalf = 0;
 };
 
 struct PackedGemmTileFns {
@@ -31,7 +37,8 @@ struct PackedGemmTileFns {
   // C[r·ldc + j] = (accumulate ? C[r·ldc + j] : 0) + Σ_p a[r·lda + p] · b[p·width + j] for
   // r < rows (1..this->rows), j < cols; width is the panel's stored width (a multiple of lanes,
   // at most panel_width) and cols <= width the columns of it that exist (the rest is padding).
-  // add (or null): bias and sum added to that, C[r·ldc + j] + bias[j] + sum[r·ldsum + j].
+  // add (or null): bias and sum added to that, C[r·ldc + j] + bias[j] + sum[r·ldsum + j], stored
+  // to C or, with add->half_c, narrowed to float16 there.
   void (*tile)(int64_t rows, int64_t cols, int64_t k, const float* a, int64_t lda, const float* b, int64_t width,
                float* c, int64_t ldc, bool accumulate, const PackedGemmTileAdd* add);
 };

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "tf_popef_op/runtime/cc/base/half.h"
 #include "tf_popef_op/runtime/cc/kernels/support/packed_gemm_tiles.h"
 #include "tf_popef_op/runtime/cc/kernels/support/vector_math.h"
 
@@ -32,6 +33,14 @@ inline void VStore(float* p, V v) { __builtin_memcpy(p, &v, sizeof(v)); }
 inline V VBroadcast(const float* p) { return V{} + *p; }
 inline V VFma(V a, V b, V c) { return a * b + c; }
 inline V VAdd(V a, V b) { return a + b; }
+inline V VLoadHalf(const uint16_t* p) {
+  V v;
+  for (int i = 0; i < kLanes; ++i) v[i] = HalfToFloat(p[i]);
+  return v;
+}
+inline void VStoreHalf(uint16_t* p, V v) {
+  for (int i = 0; i < kLanes; ++i) p[i] = FloatToHalf(v[i]);
+}
 
 #include "tf_popef_op/runtime/cc/kernels/support/packed_gemm_tiles.inc"
 
