@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <string>
 #include <vector>
@@ -29,6 +30,20 @@ class JsonObject {
 
   [[noreturn]] void Fail(const std::string& key, const std::string& what) const {
     throw Error(ErrorCode::kInvalidArgument, Path(key) + ": " + what);
+  }
+
+  // Refuses a field outside `known`: a newer writer's additive field may change what the
+  // object means, so it is never silently ignored. `what` names the object ("an If step").
+  void OnlyKnownKeys(std::initializer_list<const char*> known, const std::string& what) const {
+    for (auto it = j_.begin(); it != j_.end(); ++it) {
+      bool ok = false;
+      for (const char* k : known) ok = ok || it.key() == k;
+      if (ok) continue;
+      std::string list;
+      for (const char* k : known) list += std::string(list.empty() ? "" : ", ") + k;
+      Fail(it.key(), "unknown field of " + what + " (its fields: " + list +
+                         "); load this PopEF with a runtime that matches the compiler that wrote it");
+    }
   }
 
   const nlohmann::json& Required(const std::string& key) const {

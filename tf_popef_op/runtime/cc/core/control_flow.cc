@@ -37,6 +37,7 @@ int Writable(const JsonObject& o, const std::string& key, int64_t id, bool may_b
 
 void ParseIf(const JsonObject& o, Step& s, const std::vector<ExecTensor>& tensors, const TensorFn& tensor,
              const ProgramFn& program, ControlFlow& cf) {
+  o.OnlyKnownKeys({"op", "name", "inputs", "outputs", "cond", "then", "else"}, "an If step");
   s.inputs.push_back(Scalar(o, "cond", o.Int("cond"), DType::kBool, tensors, tensor));
   for (int64_t id : o.Ints("outputs")) s.outputs.push_back(Writable(o, "outputs", id, true, tensors, tensor));
   cf.then_program = program(o, "then", o.String("then"));
@@ -45,6 +46,9 @@ void ParseIf(const JsonObject& o, Step& s, const std::vector<ExecTensor>& tensor
 
 void ParseLoop(const JsonObject& o, Step& s, const std::vector<ExecTensor>& tensors, const TensorFn& tensor,
                const ProgramFn& program, ControlFlow& cf) {
+  o.OnlyKnownKeys({"op", "name", "inputs", "outputs", "body", "max_trip_count", "trip_count", "cond", "iter_num",
+                   "cond_in", "cond_out", "carried", "scan_outputs"},
+                  "a Loop step");
   cf.body_program = program(o, "body", o.String("body"));
   cf.max_trip_count = o.IntOr("max_trip_count", -1, -1);
   const int64_t trip = o.IntOr("trip_count", -1, -1);

@@ -248,6 +248,7 @@ Step Executable::Parser::ParseStep(const JsonObject& o, const std::string& progr
 
 void Executable::Parser::ParseSwitchStep(const JsonObject& o, Step& s) const {
   s.kind = Step::Kind::kSwitch;
+  o.OnlyKnownKeys({"op", "index_anchor", "cases"}, "a Switch step");
   const std::string anchor = o.String("index_anchor");
   const int a = exe_.FindAnchor(anchor);
   if (a < 0) o.Fail("index_anchor", "'" + anchor + "' is not an anchor in Metadata.anchors");
@@ -265,6 +266,7 @@ void Executable::Parser::ParseSwitchStep(const JsonObject& o, Step& s) const {
 
 void Executable::Parser::ParseLoadTensorDataStep(const JsonObject& o, Step& s) const {
   s.kind = Step::Kind::kLoadTensorData;
+  o.OnlyKnownKeys({"op", "tensor_data", "offset", "nbytes"}, "a LoadTensorData step");
   const std::string name = o.String("tensor_data");
   s.tensor_data = exe_.popef_->FindTensorData(name);
   if (s.tensor_data == nullptr) o.Fail("tensor_data", "the file has no TensorData blob '" + name + "'");
@@ -283,6 +285,7 @@ void Executable::Parser::ParseLoadTensorDataStep(const JsonObject& o, Step& s) c
 
 void Executable::Parser::ParseKernelStep(const JsonObject& o, Step& s, const std::string& program, size_t index) const {
   s.kind = Step::Kind::kKernel;
+  o.OnlyKnownKeys({"op", "name", "inputs", "outputs", "attrs", "in_place_input"}, "a kernel step");
   s.node = o.Has("name") ? o.String("name") : program + "#" + std::to_string(index);
   const auto ins = o.Ints("inputs");
   const auto outs = o.Ints("outputs");
