@@ -373,6 +373,50 @@ KERNEL_TEST(NchwcConv_Float16_ConstantWeights_BitIdenticalToFloat32RoundedOnce) 
   });
 }
 
+// Float16 X and Y with a weight W and a window of several taps: each work item widens the window
+// rows its row segment reads into a float32 copy, runs the float32 tiles on it and rounds its
+// float32 output row once (nchwc_tiles.inc, ConvRowWidenedInput: items of at most 4 output
+// blocks). 1x7 and 7x1 and an unpadded 3x3/2, windows whose rows or columns lie partly or wholly
+// in the pads, dilation, rows cut into segments, several passes over the input channels, 1 to 4
+// output blocks an item and items of 8 beside one of 4 (M = 96) or 6 (M = 112, the float16
+// tiles); every epilogue it takes (none, Relu, Clip, the sigmoid family) and those it leaves to
+// the float16 tiles (a Sum, an input scale). Bit-identical to float32 rounded once.
+KERNEL_TEST(NchwcConv_Float16_WidenedInput_BitIdenticalToFloat32RoundedOnce) {
+  uint32_t seed = 17800;
+  const std::vector<ConvCase> shapes = WithPairedWeights({
+      {1, 24, 32, 17, 17, 1, 7, 1, 1, 1, 1, 0, 3, 0, 3},   // 1x7
+      {2, 16, 24, 17, 17, 7, 1, 1, 1, 1, 1, 3, 0, 3, 0},   // 7x1, batch 2
+      {1, 16, 32, 15, 15, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0},   // unpadded 3x3/2
+      {1, 8, 16, 3, 4, 3, 3, 1, 1, 1, 1, 3, 3, 3, 3},      // rows and columns wholly in the pads
+      {1, 8, 96, 9, 40, 3, 3, 1, 2, 2, 3, 2, 3, 1, 2},     // dilation, column stride 2, unequal pads
+      {1, 72, 8, 5, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},      // two passes over the input channels
+      {1, 8, 16, 3, 800, 1, 3, 1, 1, 1, 1, 0, 1, 0, 1},    // rows cut into segments
+      {1, 16, 24, 6, 9, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1},     // the generic column stride
+      {1, 16, 112, 7, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},    // items of 8 and 6 blocks
+  });
+  Epi scaled{"Relu", {}, true, false};
+  scaled.input_scale = true;
+  const std::vector<Epi> epilogues = {kPlain,
+                                      Epi{"Relu", {}, true, false},
+                                      Epi{"Clip", {0, 6}, false, false},
+                                      Epi{"Swish", {1.0}, true, false},
+                                      Epi{"HardSigmoid", {0.2, 0.5}, true, false},
+                                      Epi{"Relu", {}, true, true},  // (a Sum: the float16 tiles)
+                                      scaled};
+  ForEachSimdPath([&] {
+    for (const ConvCase& k : shapes)
+      for (const Epi& e : epilogues) RunConvFloat16AgainstFloat32(k, e, seed += 4, /*constant_weights=*/true);
+    // the plain-input and channels-last stems
+    ConvCase plain{1, 3, 16, 20, 23, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1};
+    plain.plain_input = true;
+    ConvCase nhwc{2, 3, 32, 11, 30, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1};
+    nhwc.channels_last = true;
+    for (const ConvCase& k : WithPairedWeights({plain, nhwc}))
+      for (const Epi& e : {kPlain, Epi{"Swish", {1.0}, true, false}})
+        RunConvFloat16AgainstFloat32(k, e, seed += 4, /*constant_weights=*/true);
+  });
+}
+
 // The channels-last stem sums each output channel by channel, window row, column, as the
 // plain-input path does: the same bits from the same values, float32 and float16, every
 // channels-last geometry, every epilogue class (none, Clip, a sigmoid in registers).
