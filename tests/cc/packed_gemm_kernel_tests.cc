@@ -81,6 +81,36 @@ std::vector<T> Encode(const std::vector<double>& v) {
 inline double Decode(float v) { return v; }
 inline double Decode(uint16_t v) { return HalfToFloat(v); }
 
+// C = the GEMM of one shape and variant on the given values (encoded as Out), on one build of the
+// tiles and one pool, followed by a guard element that must keep kGuard.
+constexpr double kGuard = 1234.0;
+
+template <typename Out>
+std::vector<Out> RunOnValues(const PackedGemmTileFns& tiles, kernels::ThreadPool& pool, const GemmShape& s,
+                             const Variant& v, const std::vector<double>& a, const std::vector<double>& b,
+                             const std::vector<double>& bias, const std::vector<double>& sum) {
+  const std::vector<Out> a_t = Encode<Out>(a), b_t = Encode<Out>(b), bias_t = Encode<Out>(bias), sum_t = Encode<Out>(sum);
+  // One guard element after C: the last panel's padding columns must not be stored.
+  std::vector<Out> c(static_cast<size_t>(s.m * s.n + 1), Encode<Out>({kGuard})[0]);
+  const kernels::PackedLayout layout = kernels::PackedLayoutFor(tiles, s.k, s.n);
+  std::vector<float> packed(static_cast<size_t>(layout.floats()), 1e30f);  // padding must be written
+  kernels::PackB(layout, b_t.data(), v.trans_b ? s.k : s.n, v.trans_b, v.alpha, packed.data());
+  kernels::PackedGemmArgs<Out> args;
+  args.m = s.m;
+  args.a = a_t.data();
+  args.lda = s.k;
+  args.b = layout;
+  args.b_data = packed.data();
+  args.bias = v.bias ? bias_t.data() : nullptr;
+  args.bias_scale = v.bias_scale;
+  args.sum = v.sum ? sum_t.data() : nullptr;
+  args.c = c.data();
+  args.ldc = s.n;
+  args.epilogue = MakeEpilogue(v);
+  kernels::RunPackedGemm(tiles, args, pool);
+  return c;
+}
+
 // One shape and variant on one build of the tiles and one pool, with T activations.
 template <typename T>
 void CheckPackedGemm(const PackedGemmTileFns& tiles, kernels::ThreadPool& pool, const GemmShape& s, const Variant& v,
@@ -100,30 +130,12 @@ void CheckPackedGemm(const PackedGemmTileFns& tiles, kernels::ThreadPool& pool, 
             (v.sum ? sum[i * s.n + j] : 0.0);
       want[i * s.n + j] = RefActivation(v.activation, v.params, acc);
     }
-  const std::vector<T> a_t = Encode<T>(a), b_t = Encode<T>(b), bias_t = Encode<T>(bias), sum_t = Encode<T>(sum);
-  // One guard element after C: the last panel's padding columns must not be stored.
-  std::vector<T> c(static_cast<size_t>(s.m * s.n + 1), Encode<T>({1234.0})[0]);
-  const kernels::PackedLayout layout = kernels::PackedLayoutFor(tiles, s.k, s.n);
-  std::vector<float> packed(static_cast<size_t>(layout.floats()), 1e30f);  // padding must be written
-  kernels::PackB(layout, b_t.data(), v.trans_b ? s.k : s.n, v.trans_b, v.alpha, packed.data());
-  kernels::PackedGemmArgs<T> args;
-  args.m = s.m;
-  args.a = a_t.data();
-  args.lda = s.k;
-  args.b = layout;
-  args.b_data = packed.data();
-  args.bias = v.bias ? bias_t.data() : nullptr;
-  args.bias_scale = v.bias_scale;
-  args.sum = v.sum ? sum_t.data() : nullptr;
-  args.c = c.data();
-  args.ldc = s.n;
-  args.epilogue = MakeEpilogue(v);
-  kernels::RunPackedGemm(tiles, args, pool);
+  const std::vector<T> c = RunOnValues<T>(tiles, pool, s, v, a, b, bias, sum);
   const bool half = std::is_same_v<T, uint16_t>;
   const double atol = 2e-6 * static_cast<double>(s.k), rtol = half ? 1.0 / 1024 : 1e-5;
   const std::string what = where + (half ? " float16" : " float32") + " M " + std::to_string(s.m) + " N " +
                            std::to_string(s.n) + " K " + std::to_string(s.k) + " " + v.Describe();
-  if (Decode(c.back()) != 1234.0) Fail(what + ": wrote past C");
+  if (Decode(c.back()) != kGuard) Fail(what + ": wrote past C");
   for (size_t i = 0; i < want.size(); ++i) {
     const double got = Decode(c[i]);
     if (!(std::fabs(got - want[i]) <= atol + rtol * std::fabs(want[i]))) {
@@ -159,31 +171,6 @@ KERNEL_TEST(PackedGemm_EveryTileBuild_Threads1And2_VsNaive) {
 // float16 computes the float32 product of the widened operands and rounds it once: its C is,
 // bit for bit, the float32 GEMM's C on the same values narrowed to nearest even, whether the
 // tiles narrow it as they store (no activation) or the row pass does (after the activation).
-template <typename Out>
-std::vector<Out> RunOnValues(const PackedGemmTileFns& tiles, kernels::ThreadPool& pool, const GemmShape& s,
-                             const Variant& v, const std::vector<double>& a, const std::vector<double>& b,
-                             const std::vector<double>& bias, const std::vector<double>& sum) {
-  const std::vector<Out> a_t = Encode<Out>(a), b_t = Encode<Out>(b), bias_t = Encode<Out>(bias), sum_t = Encode<Out>(sum);
-  std::vector<Out> c(static_cast<size_t>(s.m * s.n));
-  const kernels::PackedLayout layout = kernels::PackedLayoutFor(tiles, s.k, s.n);
-  std::vector<float> packed(static_cast<size_t>(layout.floats()));
-  kernels::PackB(layout, b_t.data(), v.trans_b ? s.k : s.n, v.trans_b, v.alpha, packed.data());
-  kernels::PackedGemmArgs<Out> args;
-  args.m = s.m;
-  args.a = a_t.data();
-  args.lda = s.k;
-  args.b = layout;
-  args.b_data = packed.data();
-  args.bias = v.bias ? bias_t.data() : nullptr;
-  args.bias_scale = v.bias_scale;
-  args.sum = v.sum ? sum_t.data() : nullptr;
-  args.c = c.data();
-  args.ldc = s.n;
-  args.epilogue = MakeEpilogue(v);
-  kernels::RunPackedGemm(tiles, args, pool);
-  return c;
-}
-
 KERNEL_TEST(PackedGemm_Float16_EveryTileBuild_BitIdenticalToFloat32RoundedOnce) {
   kernels::ThreadPool one(1), two(2);
   uint32_t seed = 53000;
@@ -198,7 +185,7 @@ KERNEL_TEST(PackedGemm_Float16_EveryTileBuild_BitIdenticalToFloat32RoundedOnce) 
           const auto sum = AsFloat16(RandomValues(s.m * s.n, -2, 2, seed + 3));
           const std::vector<uint16_t> half = RunOnValues<uint16_t>(*tiles, *pool, s, v, a, b, bias, sum);
           const std::vector<float> full = RunOnValues<float>(*tiles, *pool, s, v, a, b, bias, sum);
-          for (size_t i = 0; i < half.size(); ++i)
+          for (size_t i = 0; i < static_cast<size_t>(s.m * s.n); ++i)
             if (half[i] != FloatToHalf(full[i])) {
               Fail("[" + name + " tiles, " + std::to_string(pool->num_threads()) + " threads] M " + std::to_string(s.m) +
                    " N " + std::to_string(s.n) + " K " + std::to_string(s.k) + " " + v.Describe() + ": C[" +
