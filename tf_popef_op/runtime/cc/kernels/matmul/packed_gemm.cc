@@ -61,10 +61,11 @@ void RunPackedGemm(const PackedGemmTileFns& tiles, const PackedGemmArgs<T>& args
   const int64_t m = args.m, n = b.n, k = b.k, rows = tiles.rows;
   const int64_t strips = (m + rows - 1) / rows;
   const int64_t blocks = (n + kPackedGemmBlockColumns - 1) / kPackedGemmBlockColumns;
-  // float16 C without an activation is narrowed by the tiles as they store the last K block
-  // (with the bias and the float16 sum): no float32 rows to finish.
-  const bool half_store = kHalf && args.epilogue.is_identity();
-  const bool finish_rows = !half_store && (kHalf || !args.epilogue.is_identity());
+  // Rows are finished (activation, and float16's sum and narrowing around it) only after an
+  // activation: without one, the tiles add bias and sum as they store the last K block, and
+  // narrow float16 C there (half_store).
+  const bool finish_rows = !args.epilogue.is_identity();
+  const bool half_store = kHalf && !finish_rows;
   // A thread's buffers, reused over the units it runs.
   struct Buffers {
     alignas(64) float a_strip[kHalf ? kMaxTileRows * kPackedGemmBlockDepth : 1];  // float16 A, widened
