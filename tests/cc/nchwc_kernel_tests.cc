@@ -374,14 +374,14 @@ KERNEL_TEST(NchwcConv_Float16_ConstantWeights_BitIdenticalToFloat32RoundedOnce) 
 }
 
 // Float16 X and Y with a weight W: each work item of at most 4 output blocks widens the window
-// rows its row segment reads into a float32 copy, runs the float32 tiles on it and rounds its
-// float32 output row once (nchwc_tiles.inc, ConvRowWidenedInput). 1x7 and 7x1 and an unpadded
-// 3x3/2, windows whose rows or columns lie partly or wholly in the pads, dilation, rows cut into
-// segments, several passes over the input channels, 1 to 4 output blocks an item and items of 8
-// beside one of 4 (M = 96) or 6 (M = 112, the float16 tiles); 1x1 layers with few outputs (the
-// inverted residuals' projects: 2 and 3 blocks, an item of 8 beside one of 2, two passes, long
-// rows in segments); every epilogue it takes (none, Relu, Clip, the sigmoid family, an input
-// scale) and the one it leaves to the float16 tiles (a Sum). Bit-identical to float32 rounded once.
+// rows its row segment reads into a float32 copy and runs the tiles on it, storing float16 Y
+// (nchwc_tiles.inc, ConvRowWidenedInput). 1x7 and 7x1 and an unpadded 3x3/2, windows whose rows
+// or columns lie partly or wholly in the pads, dilation, rows cut into segments, several passes
+// over the input channels, 1 to 4 output blocks an item and items of 8 beside one of 4 (M = 96)
+// or 6 (M = 112, the float16 tiles); 1x1 layers with few outputs (the inverted residuals'
+// projects: 2 and 3 blocks, an item of 8 beside one of 2, two passes, long rows in segments);
+// every epilogue (none, Relu, Clip, the sigmoid family, a Sum, an input scale). Bit-identical to
+// float32 rounded once.
 KERNEL_TEST(NchwcConv_Float16_WidenedInput_BitIdenticalToFloat32RoundedOnce) {
   uint32_t seed = 17800;
   const std::vector<ConvCase> shapes = WithPairedWeights({
@@ -406,7 +406,7 @@ KERNEL_TEST(NchwcConv_Float16_WidenedInput_BitIdenticalToFloat32RoundedOnce) {
                                       Epi{"Clip", {0, 6}, false, false},
                                       Epi{"Swish", {1.0}, true, false},
                                       Epi{"HardSigmoid", {0.2, 0.5}, true, false},
-                                      Epi{"Relu", {}, true, true},  // (a Sum: the float16 tiles)
+                                      Epi{"Relu", {}, true, true},  // a Sum
                                       scaled};
   ForEachSimdPath([&] {
     for (const ConvCase& k : shapes)
