@@ -373,14 +373,15 @@ KERNEL_TEST(NchwcConv_Float16_ConstantWeights_BitIdenticalToFloat32RoundedOnce) 
   });
 }
 
-// Float16 X and Y with a weight W and a window of several taps: each work item widens the window
-// rows its row segment reads into a float32 copy, runs the float32 tiles on it and rounds its
-// float32 output row once (nchwc_tiles.inc, ConvRowWidenedInput: items of at most 4 output
-// blocks). 1x7 and 7x1 and an unpadded 3x3/2, windows whose rows or columns lie partly or wholly
-// in the pads, dilation, rows cut into segments, several passes over the input channels, 1 to 4
-// output blocks an item and items of 8 beside one of 4 (M = 96) or 6 (M = 112, the float16
-// tiles); every epilogue it takes (none, Relu, Clip, the sigmoid family) and those it leaves to
-// the float16 tiles (a Sum, an input scale). Bit-identical to float32 rounded once.
+// Float16 X and Y with a weight W: each work item of at most 4 output blocks widens the window
+// rows its row segment reads into a float32 copy and runs the tiles on it, storing float16 Y
+// (nchwc_tiles.inc, ConvRowWidenedInput). 1x7 and 7x1 and an unpadded 3x3/2, windows whose rows
+// or columns lie partly or wholly in the pads, dilation, rows cut into segments, several passes
+// over the input channels, 1 to 4 output blocks an item and items of 8 beside one of 4 (M = 96)
+// or 6 (M = 112, the float16 tiles); 1x1 layers with few outputs (the inverted residuals'
+// projects: 2 and 3 blocks, an item of 8 beside one of 2, two passes, long rows in segments);
+// every epilogue (none, Relu, Clip, the sigmoid family, a Sum, an input scale). Bit-identical to
+// float32 rounded once.
 KERNEL_TEST(NchwcConv_Float16_WidenedInput_BitIdenticalToFloat32RoundedOnce) {
   uint32_t seed = 17800;
   const std::vector<ConvCase> shapes = WithPairedWeights({
@@ -393,6 +394,10 @@ KERNEL_TEST(NchwcConv_Float16_WidenedInput_BitIdenticalToFloat32RoundedOnce) {
       {1, 8, 16, 3, 800, 1, 3, 1, 1, 1, 1, 0, 1, 0, 1},    // rows cut into segments
       {1, 16, 24, 6, 9, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1},     // the generic column stride
       {1, 16, 112, 7, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},    // items of 8 and 6 blocks
+      {1, 32, 16, 28, 28, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},   // 1x1, one pair, rows in segments
+      {2, 96, 24, 9, 11, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},    // 1x1, 3 blocks
+      {1, 40, 80, 7, 7, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},     // 1x1, items of 8 and 2 blocks
+      {1, 536, 32, 3, 7, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},    // 1x1, two passes over the input channels
   });
   Epi scaled{"Relu", {}, true, false};
   scaled.input_scale = true;
@@ -401,7 +406,7 @@ KERNEL_TEST(NchwcConv_Float16_WidenedInput_BitIdenticalToFloat32RoundedOnce) {
                                       Epi{"Clip", {0, 6}, false, false},
                                       Epi{"Swish", {1.0}, true, false},
                                       Epi{"HardSigmoid", {0.2, 0.5}, true, false},
-                                      Epi{"Relu", {}, true, true},  // (a Sum: the float16 tiles)
+                                      Epi{"Relu", {}, true, true},  // a Sum
                                       scaled};
   ForEachSimdPath([&] {
     for (const ConvCase& k : shapes)
