@@ -155,6 +155,21 @@ KERNEL_TEST(Float16_SoftmaxAndLayerNorm_BitIdenticalToFloat32RoundedOnce) {
   ExpectAll(cases, 33000);
 }
 
+// The float16 LayerNorm widens each row as it sums it (16 elements a step, then 4, then one at a
+// time) and narrows Y in the normalization's store (8 a step, then one at a time): row lengths
+// around every step, rows whose mean is large against their spread, and a row length past one
+// chunk's grain, so rows go over the pool.
+KERNEL_TEST(Float16_LayerNorm_EveryRowLength_BitIdenticalToFloat32RoundedOnce) {
+  const nlohmann::json ln = {{"axis", 1}, {"epsilon", 1e-5}, {"mean_output", 0}, {"inv_std_dev_output", 0}};
+  std::vector<Float16Case> cases;
+  for (const int64_t inner : {1, 3, 4, 7, 8, 15, 16, 17, 20, 36, 96, 192, 769}) {
+    cases.push_back({"LayerNormalization", ln, {{9, inner}, {inner}, {inner}}, {9, inner}});
+    cases.push_back({"LayerNormalization", ln, {{5, inner}, {inner}, {inner}}, {5, inner}, 990, 1010});
+  }
+  cases.push_back({"LayerNormalization", ln, {{3136, 96}, {96}, {96}}, {3136, 96}});
+  ExpectAll(cases, 33500);
+}
+
 KERNEL_TEST(Float16_Reduce_EveryWalk_BitIdenticalToFloat32RoundedOnce) {
   std::vector<Float16Case> cases;
   for (const char* op : {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceL2", "ReduceSumSquare"}) {

@@ -13,17 +13,20 @@
 // 2·S·d floats); a block's scores [rows, Sk] stay in scratch (L1/L2), the softmax runs on them
 // with vector_math's Max/ExpShiftedSum, and P·V goes through the same register tiles straight
 // into Y, the 1/Σ normalization applied to the dv outputs of a row instead of its Sk
-// probabilities. float16 Q/K/V/Y are widened while packing and Y is narrowed once per row, so
-// everything in between is float32.
+// probabilities. float16 Q/K/V/Y are widened while packing and Y is narrowed once per row (on
+// the AVX2 and AVX-512 paths K is widened in registers within the pack's transposes, and Y's 1/Σ
+// and narrowing are one pass), so everything in between is float32.
 #include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "tf_popef_op/runtime/cc/base/half.h"
 #include "tf_popef_op/runtime/cc/kernels/kernel_checks.h"
 #include "tf_popef_op/runtime/cc/kernels/support/packed_gemm_tiles.h"
 #include "tf_popef_op/runtime/cc/kernels/support/fp16_convert.h"
+#include "tf_popef_op/runtime/cc/kernels/support/target_pragma.h"
 #include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
 #include "tf_popef_op/runtime/cc/kernels/support/vector_math.h"
 
@@ -31,9 +34,56 @@
 #include <immintrin.h>
 #define TFPOPEF_ATTENTION_SSE 1
 #endif
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define TFPOPEF_ATTENTION_F16C 1
+#endif
 
 namespace tfpopef {
 namespace kernels {
+
+#ifdef TFPOPEF_ATTENTION_F16C
+// float16 converted in registers on the AVX2 and AVX-512 paths (those CPUs have F16C), where the
+// portable path widens and narrows through float32 row buffers.
+TFPOPEF_TARGET_BEGIN("avx,f16c")
+namespace {
+
+inline __m128 LoadHalf4(const uint16_t* x) {
+  return _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(x)));
+}
+
+// scale · keys k0[i·ldk + p] (4 keys i, d dims p) into the Kᵀ panel (row stride width): the
+// float32 pack's 4×4 register transposes on keys widened as they are loaded.
+void PackFourHalfKeys(const uint16_t* k0, int64_t ldk, int64_t d, float scale, float* panel, int64_t width) {
+  const __m128 s = _mm_set1_ps(scale);
+  int64_t p = 0;
+  for (; p + 4 <= d; p += 4) {
+    __m128 r0 = LoadHalf4(k0 + p), r1 = LoadHalf4(k0 + ldk + p);
+    __m128 r2 = LoadHalf4(k0 + 2 * ldk + p), r3 = LoadHalf4(k0 + 3 * ldk + p);
+    _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+    _mm_storeu_ps(panel + p * width, _mm_mul_ps(s, r0));
+    _mm_storeu_ps(panel + (p + 1) * width, _mm_mul_ps(s, r1));
+    _mm_storeu_ps(panel + (p + 2) * width, _mm_mul_ps(s, r2));
+    _mm_storeu_ps(panel + (p + 3) * width, _mm_mul_ps(s, r3));
+  }
+  for (; p < d; ++p)
+    for (int64_t i = 0; i < 4; ++i) panel[p * width + i] = scale * HalfToFloat(k0[i * ldk + p]);
+}
+
+// y = x · s rounded to float16 (nearest even) in the store: an output row's 1/Σ and its
+// narrowing in one pass.
+void ScaleToHalf(const float* x, float s, uint16_t* y, int64_t n) {
+  const __m256 v = _mm256_set1_ps(s);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i),
+                     _mm256_cvtps_ph(_mm256_mul_ps(_mm256_loadu_ps(x + i), v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  for (; i < n; ++i) y[i] = FloatToHalf(x[i] * s);
+}
+
+}  // namespace
+TFPOPEF_TARGET_END()
+#endif
+
 namespace {
 
 struct AttentionShape {
@@ -50,8 +100,8 @@ struct OperandLayout {
 // rounded to whole register tiles.
 constexpr int64_t kTargetRowBlock = 32;
 
-// float16 keys up to this head size are widened 4 rows at a time (a stack buffer) for the
-// register transposes of the Kᵀ pack.
+// Where float16 keys are not widened in registers (the portable path), keys up to this head
+// size are widened 4 rows at a time (a stack buffer) for the register transposes of the Kᵀ pack.
 constexpr int64_t kMaxWidenedKeyDims = 256;
 
 inline int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
@@ -59,7 +109,8 @@ inline int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 class AttentionKernel final : public Kernel {
  public:
   AttentionKernel(const AttentionShape& s, const OperandLayout& layout, float scale, bool half)
-      : s_(s), layout_(layout), scale_(scale), half_(half), tiles_(PackedGemmTiles()),
+      : s_(s), layout_(layout), scale_(scale), half_(half), f16c_(half && vmath::UsesAvx2(vmath::ActivePath())),
+        tiles_(PackedGemmTiles()),
         row_block_(std::min(RoundUp(kTargetRowBlock, tiles_.rows), RoundUp(std::max<int64_t>(s.q_len, 1), tiles_.rows))),
         blocks_per_head_((s.q_len + row_block_ - 1) / row_block_),
         items_(s.batch * s.heads * blocks_per_head_),
@@ -122,7 +173,7 @@ class AttentionKernel final : public Kernel {
     alignas(64) float row_buf[512];
     int64_t j = 0;
 #if TFPOPEF_ATTENTION_SSE
-    if (!half_ || d <= kMaxWidenedKeyDims) {
+    if (!half_ || f16c_ || d <= kMaxWidenedKeyDims) {
       // Groups of 4 keys × 4 dims as 4×4 transposes in registers: a quarter of the loads and stores
       // of the element-by-element transpose (2.4 µs per BERT head of 128 keys × 64 dims, ~10 % of
       // the head's non-GEMM time). float16 keys are widened 4 rows at a time first.
@@ -135,6 +186,10 @@ class AttentionKernel final : public Kernel {
         int64_t ldk;
         if (half_) {
           const uint16_t* k = static_cast<const uint16_t*>(ctx.inputs[layout_.input[1]]);
+          if (f16c_) {
+            PackFourHalfKeys(k + Offset(1, b, s_.kv_len, j, h, d), layout_.row_stride[1], d, scale_, panel, width);
+            continue;
+          }
           for (int64_t i = 0; i < 4; ++i)
             WidenHalfToFloat(k + Offset(1, b, s_.kv_len, j + i, h, d), four_keys + i * d, d);
           k0 = four_keys;
@@ -237,6 +292,10 @@ class AttentionKernel final : public Kernel {
     }
     for (int64_t r = 0; r < rows; ++r) {
       float* out = y + r * ldy;
+      if (f16c_) {
+        ScaleToHalf(out, inv_sum[r], static_cast<uint16_t*>(ctx.outputs[0]) + OutOffset(b, r0 + r, h), dv);
+        continue;
+      }
       for (int64_t j = 0; j < dv; ++j) out[j] *= inv_sum[r];
       if (half_)
         NarrowFloatToHalf(out, static_cast<uint16_t*>(ctx.outputs[0]) + OutOffset(b, r0 + r, h), dv);
@@ -246,7 +305,7 @@ class AttentionKernel final : public Kernel {
   const AttentionShape s_;
   const OperandLayout layout_;
   const float scale_;
-  const bool half_;
+  const bool half_, f16c_;  // f16c_: float16 converted in registers (PackFourHalfKeys, ScaleToHalf)
   const PackedGemmTileFns& tiles_;
   const int64_t row_block_, blocks_per_head_, items_, kv_ld_, v_ld_, chunk_floats_, chunks_;
 };

@@ -1,5 +1,5 @@
 // Inference normalizations on float32 (float16 via the float32 kernel, except LayerNormalization
-// with Y alone, which widens each row in scratch and rounds Y once):
+// with Y alone, which widens each X row as it sums it and rounds Y once as it stores it):
 // - BatchNormalization: X [N, C, ...], per-channel scale, B, mean, var [C]:
 //   y = (x − mean) / sqrt(var + epsilon) · scale + B, folded per channel into y = a·x + b.
 // - LayerNormalization: normalizes over the trailing dims [axis:] of X (viewed as
@@ -12,11 +12,15 @@
 //   into two floats: x − m_hi is exact where x is near the mean (Sterbenz), so a large mean
 //   with a small spread keeps its deviations as the double subtraction did. Each row's
 //   statistics and normalization run 8 floats at a time on the AVX2 and AVX-512 paths
-//   (vector_math.h's SimdPath), the same formulas in scalar code on the portable path.
+//   (vector_math.h's SimdPath), the same formulas in scalar code on the portable path. A float16
+//   row is widened into an L1 row as its sum is taken (vcvtph2ps) and Y narrowed in the
+//   normalization's store (vcvtps2ph), the rest as float32, so its Y is float32's rounded once.
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "tf_popef_op/runtime/cc/base/half.h"
@@ -52,6 +56,10 @@ RowAffine MakeRowAffine(const RowStats& s, float epsilon) {
   return {hi, static_cast<float>(s.mean - hi), static_cast<float>(1.0 / std::sqrt(s.var + epsilon))};
 }
 
+// Y as float32, or narrowed to float16 (nearest even) as it is stored.
+inline void SetElement(float* y, int64_t i, float v) { y[i] = v; }
+inline void SetElement(uint16_t* y, int64_t i, float v) { y[i] = FloatToHalf(v); }
+
 // Portable: sums in double with four independent accumulators, so the additions overlap
 // instead of each waiting for the previous one.
 RowStats PortableRowStats(const float* x, int64_t n) {
@@ -69,22 +77,35 @@ RowStats PortableRowStats(const float* x, int64_t n) {
   return {mean, ((acc[0] + acc[1]) + (acc[2] + acc[3])) / static_cast<double>(n)};
 }
 
-void PortableNormalizeRow(const float* x, float* y, int64_t n, const RowAffine& a, const float* scale,
-                          const float* bias) {
-  for (int64_t i = 0; i < n; ++i) y[i] = ((x[i] - a.mean_hi) - a.mean_lo) * a.inv_std * scale[i] + bias[i];
+template <typename T>
+void PortableNormalizeRow(const float* x, T* y, int64_t n, const RowAffine& a, const float* scale, const float* bias) {
+  for (int64_t i = 0; i < n; ++i) SetElement(y, i, ((x[i] - a.mean_hi) - a.mean_lo) * a.inv_std * scale[i] + bias[i]);
 }
 
 }  // namespace
 
 #ifdef TFPOPEF_LAYERNORM_AVX2
-TFPOPEF_TARGET_BEGIN("avx2,fma")
+TFPOPEF_TARGET_BEGIN("avx2,fma,f16c")
 namespace {
 
 inline __m256d Widen(__m128 v) { return _mm256_cvtps_pd(v); }
 
-// 8 floats per step into four double accumulators (two per half), then the scalar tail.
-RowStats Avx2RowStats(const float* x, int64_t n) {
-  if (n == 0) return {0.0, 0.0};
+// 8 float16 as float32 (vcvtph2ps), also stored to `row`.
+inline __m256 WidenEight(const uint16_t* x, float* row) {
+  const __m256 f = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x)));
+  _mm256_storeu_ps(row, f);
+  return f;
+}
+
+double HorizontalSum(__m256d s0, __m256d s1, __m256d s2, __m256d s3) {
+  double lanes[4];
+  _mm256_storeu_pd(lanes, _mm256_add_pd(_mm256_add_pd(s0, s1), _mm256_add_pd(s2, s3)));
+  return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+}
+
+// Σx in double: 16 elements per step into four accumulators (elements 4k..4k+3 of the step
+// into the k-th), then the scalar tail.
+double Avx2Sum(const float* x, int64_t n) {
   __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd(), s2 = _mm256_setzero_pd(), s3 = _mm256_setzero_pd();
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
@@ -94,14 +115,42 @@ RowStats Avx2RowStats(const float* x, int64_t n) {
     s3 = _mm256_add_pd(s3, Widen(_mm_loadu_ps(x + i + 12)));
   }
   for (; i + 4 <= n; i += 4) s0 = _mm256_add_pd(s0, Widen(_mm_loadu_ps(x + i)));
-  double lanes[4];
-  _mm256_storeu_pd(lanes, _mm256_add_pd(_mm256_add_pd(s0, s1), _mm256_add_pd(s2, s3)));
-  double sum = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+  double sum = HorizontalSum(s0, s1, s2, s3);
   for (; i < n; ++i) sum += x[i];
-  const double mean = sum / static_cast<double>(n);
+  return sum;
+}
+
+// Avx2Sum of float16 x, widening x into `row` on the way (one vcvtph2ps per 8 elements), so the
+// later passes read float32 from L1 instead of converting again: the same sums in the same order.
+double Avx2SumWidening(const uint16_t* x, float* row, int64_t n) {
+  __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd(), s2 = _mm256_setzero_pd(), s3 = _mm256_setzero_pd();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256 f0 = WidenEight(x + i, row + i), f1 = WidenEight(x + i + 8, row + i + 8);
+    s0 = _mm256_add_pd(s0, Widen(_mm256_castps256_ps128(f0)));
+    s1 = _mm256_add_pd(s1, Widen(_mm256_extractf128_ps(f0, 1)));
+    s2 = _mm256_add_pd(s2, Widen(_mm256_castps256_ps128(f1)));
+    s3 = _mm256_add_pd(s3, Widen(_mm256_extractf128_ps(f1, 1)));
+  }
+  for (; i + 4 <= n; i += 4) {
+    const __m128 f = _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(x + i)));
+    _mm_storeu_ps(row + i, f);
+    s0 = _mm256_add_pd(s0, Widen(f));
+  }
+  double sum = HorizontalSum(s0, s1, s2, s3);
+  for (; i < n; ++i) {
+    row[i] = HalfToFloat(x[i]);
+    sum += row[i];
+  }
+  return sum;
+}
+
+// Σ(x − mean)² in double, accumulated as Avx2Sum's.
+double Avx2SquaredDeviations(const float* x, int64_t n, double mean) {
   const __m256d m = _mm256_set1_pd(mean);
-  s0 = s1 = s2 = s3 = _mm256_setzero_pd();
-  for (i = 0; i + 16 <= n; i += 16) {
+  __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd(), s2 = _mm256_setzero_pd(), s3 = _mm256_setzero_pd();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
     const __m256d d0 = _mm256_sub_pd(Widen(_mm_loadu_ps(x + i)), m);
     const __m256d d1 = _mm256_sub_pd(Widen(_mm_loadu_ps(x + i + 4)), m);
     const __m256d d2 = _mm256_sub_pd(Widen(_mm_loadu_ps(x + i + 8)), m);
@@ -115,22 +164,26 @@ RowStats Avx2RowStats(const float* x, int64_t n) {
     const __m256d d = _mm256_sub_pd(Widen(_mm_loadu_ps(x + i)), m);
     s0 = _mm256_fmadd_pd(d, d, s0);
   }
-  _mm256_storeu_pd(lanes, _mm256_add_pd(_mm256_add_pd(s0, s1), _mm256_add_pd(s2, s3)));
-  double ssd = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+  double ssd = HorizontalSum(s0, s1, s2, s3);
   for (; i < n; ++i) ssd += (x[i] - mean) * (x[i] - mean);
-  return {mean, ssd / static_cast<double>(n)};
+  return ssd;
 }
 
-void Avx2NormalizeRow(const float* x, float* y, int64_t n, const RowAffine& a, const float* scale,
-                      const float* bias) {
+inline void Store8(float* y, __m256 v) { _mm256_storeu_ps(y, v); }
+inline void Store8(uint16_t* y, __m256 v) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(y), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
+template <typename T>
+void Avx2NormalizeRow(const float* x, T* y, int64_t n, const RowAffine& a, const float* scale, const float* bias) {
   const __m256 hi = _mm256_set1_ps(a.mean_hi), lo = _mm256_set1_ps(a.mean_lo), r = _mm256_set1_ps(a.inv_std);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 d = _mm256_sub_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), hi), lo);
-    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(_mm256_mul_ps(d, r), _mm256_loadu_ps(scale + i), _mm256_loadu_ps(bias + i)));
+    Store8(y + i, _mm256_fmadd_ps(_mm256_mul_ps(d, r), _mm256_loadu_ps(scale + i), _mm256_loadu_ps(bias + i)));
   }
   // Same operations one at a time (fused multiply-add included), so the tail matches the vector body.
-  for (; i < n; ++i) y[i] = std::fma(((x[i] - a.mean_hi) - a.mean_lo) * a.inv_std, scale[i], bias[i]);
+  for (; i < n; ++i) SetElement(y, i, std::fma(((x[i] - a.mean_hi) - a.mean_lo) * a.inv_std, scale[i], bias[i]));
 }
 
 }  // namespace
@@ -139,16 +192,33 @@ TFPOPEF_TARGET_END()
 
 namespace {
 
-RowStats RowStatistics(bool simd, const float* x, int64_t n) {
+// The statistics of float32 x, or of float16 x widened into `row` (which the normalization then
+// reads): the widening is exact, so both are float32's statistics of the same values.
+RowStats RowStatistics(bool simd, const float* x, int64_t n, float* /*row*/) {
 #ifdef TFPOPEF_LAYERNORM_AVX2
-  if (simd) return Avx2RowStats(x, n);
+  if (simd && n > 0) {
+    const double mean = Avx2Sum(x, n) / static_cast<double>(n);
+    return {mean, Avx2SquaredDeviations(x, n, mean) / static_cast<double>(n)};
+  }
 #endif
   (void)simd;
   return PortableRowStats(x, n);
 }
 
-void NormalizeRow(bool simd, const float* x, float* y, int64_t n, const RowAffine& a, const float* scale,
-                  const float* bias) {
+RowStats RowStatistics(bool simd, const uint16_t* x, int64_t n, float* row) {
+#ifdef TFPOPEF_LAYERNORM_AVX2
+  if (simd && n > 0) {
+    const double mean = Avx2SumWidening(x, row, n) / static_cast<double>(n);
+    return {mean, Avx2SquaredDeviations(row, n, mean) / static_cast<double>(n)};
+  }
+#endif
+  (void)simd;
+  WidenHalfToFloat(x, row, n);
+  return PortableRowStats(row, n);
+}
+
+template <typename T>
+void NormalizeRow(bool simd, const float* x, T* y, int64_t n, const RowAffine& a, const float* scale, const float* bias) {
 #ifdef TFPOPEF_LAYERNORM_AVX2
   if (simd) return Avx2NormalizeRow(x, y, n, a, scale, bias);
 #endif
@@ -206,8 +276,8 @@ std::unique_ptr<Kernel> CreateBatchNorm(const KernelSpec& spec) {
 
 class LayerNormKernel final : public Kernel {
  public:
-  // half: float16 X, scale, bias and Y (no mean / inv_std outputs), computed in float32 a row at
-  // a time in the chunk's scratch and rounded once.
+  // half: float16 X, scale, bias and Y (no mean / inv_std outputs): each X row widened into the
+  // chunk's L1 row as its sum is taken, Y rounded once as it is stored.
   LayerNormKernel(int64_t outer, int64_t inner, float epsilon, BroadcastPlan<2> params, bool has_bias,
                   bool mean_output, bool inv_std_output, bool half)
       : outer_(outer), inner_(inner), eps_(epsilon), params_(std::move(params)), has_bias_(has_bias),
@@ -215,48 +285,60 @@ class LayerNormKernel final : public Kernel {
         grain_(ItemsPerChunk(inner_, kStreamingGrain / 4)), chunks_(ThreadPool::Global().NumChunks(outer_, grain_)) {}
 
   size_t scratch_bytes() const override {
-    return static_cast<size_t>(2 + (half_ ? 2 * chunks_ : 0)) * static_cast<size_t>(inner_) * sizeof(float);
+    return static_cast<size_t>(2 + (half_ ? chunks_ : 0)) * static_cast<size_t>(inner_) * sizeof(float);
   }
 
   void Run(const KernelContext& ctx) const override {
-    // Scale and bias broadcast to [inner] once per run into scratch.
+    // Scale and bias broadcast to [inner] once per run into scratch, as float32.
     float* scale = static_cast<float*>(ctx.scratch);
     float* bias = scale + inner_;
-    const auto param = [&](size_t input, int64_t at) -> float {
-      if (half_) return HalfToFloat(static_cast<const uint16_t*>(ctx.inputs[input])[at]);
-      return static_cast<const float*>(ctx.inputs[input])[at];
+    const auto params = [&](size_t input, size_t operand, float* dst) {
+      ForEachRun(params_, [&](int64_t o, const std::array<int64_t, 2>& off) {
+        const int64_t n = params_.run_length(), stride = params_.run_stride(operand);
+        if (half_) {
+          const uint16_t* p = static_cast<const uint16_t*>(ctx.inputs[input]) + off[operand];
+          if (stride == 1) return WidenHalfToFloat(p, dst + o, n);
+          for (int64_t i = 0; i < n; ++i) dst[o + i] = HalfToFloat(p[i * stride]);
+        } else {
+          const float* p = static_cast<const float*>(ctx.inputs[input]) + off[operand];
+          for (int64_t i = 0; i < n; ++i) dst[o + i] = p[i * stride];
+        }
+      });
     };
-    ForEachRun(params_, [&](int64_t o, const std::array<int64_t, 2>& off) {
-      for (int64_t i = 0; i < params_.run_length(); ++i) {
-        scale[o + i] = param(1, off[0] + i * params_.run_stride(0));
-        bias[o + i] = has_bias_ ? param(2, off[1] + i * params_.run_stride(1)) : 0.0f;
-      }
-    });
+    params(1, 0, scale);
+    if (has_bias_)
+      params(2, 1, bias);
+    else
+      std::fill(bias, bias + inner_, 0.0f);
+    if (half_)
+      return Rows(static_cast<const uint16_t*>(ctx.inputs[0]), static_cast<uint16_t*>(ctx.outputs[0]), scale, bias,
+                  bias + inner_, nullptr, nullptr);
     size_t next = 1;
     float* mean_out = mean_output_ ? static_cast<float*>(ctx.outputs[next++]) : nullptr;
     float* inv_std_out = inv_std_output_ ? static_cast<float*>(ctx.outputs[next++]) : nullptr;
+    Rows(static_cast<const float*>(ctx.inputs[0]), static_cast<float*>(ctx.outputs[0]), scale, bias, nullptr, mean_out,
+         inv_std_out);
+  }
+
+ private:
+  // T: float, or uint16_t (float16) with `rows` one float32 row per chunk.
+  template <typename T>
+  void Rows(const T* x, T* y, const float* scale, const float* bias, float* rows, float* mean_out,
+            float* inv_std_out) const {
     const bool simd = vmath::UsesAvx2(vmath::ActivePath());
     ParallelForChunks(outer_, grain_, [&](int64_t chunk, int64_t begin, int64_t end) {
-      float* rows = bias + inner_ + 2 * inner_ * chunk;  // float16: this chunk's X and Y row
+      float* row = rows ? rows + inner_ * chunk : nullptr;
       for (int64_t o = begin; o < end; ++o) {
-        const float* xr = static_cast<const float*>(ctx.inputs[0]) + o * inner_;
-        float* yr = static_cast<float*>(ctx.outputs[0]) + o * inner_;
-        if (half_) {
-          WidenHalfToFloat(static_cast<const uint16_t*>(ctx.inputs[0]) + o * inner_, rows, inner_);
-          xr = rows;
-          yr = rows + inner_;
-        }
-        const RowStats stats = RowStatistics(simd, xr, inner_);
+        const RowStats stats = RowStatistics(simd, x + o * inner_, inner_, row);
         const RowAffine affine = MakeRowAffine(stats, eps_);
-        NormalizeRow(simd, xr, yr, inner_, affine, scale, bias);
+        const float* xr = std::is_same_v<T, float> ? reinterpret_cast<const float*>(x + o * inner_) : row;
+        NormalizeRow(simd, xr, y + o * inner_, inner_, affine, scale, bias);
         if (mean_out) mean_out[o] = static_cast<float>(stats.mean);
         if (inv_std_out) inv_std_out[o] = affine.inv_std;
-        if (half_) NarrowFloatToHalf(yr, static_cast<uint16_t*>(ctx.outputs[0]) + o * inner_, inner_);
       }
     });
   }
 
- private:
   const int64_t outer_, inner_;
   const float eps_;
   const BroadcastPlan<2> params_;
