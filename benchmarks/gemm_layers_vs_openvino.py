@@ -1,4 +1,4 @@
-"""ConvNeXt-Tiny's or ViT-Tiny's dense layers in the network, ours against OpenVINO's, layer group
+"""ConvNeXt-Tiny's, ViT-Tiny's or the BERT encoder's dense layers in the network, ours against OpenVINO's, layer group
 by layer group, batch 1 or 8, fp32: our profiled FusedMatMul / MatMul steps (each with the
 epilogue it fuses: bias, Gelu, the residual sum) next to OpenVINO's executed FullyConnected layers
 plus the layers it runs the Gelu in (a "Subgraph" or Multiply layers named .../gelu/...), from its
@@ -15,7 +15,7 @@ OpenVINO: its counters are running means in whole µs, so a layer's mean over th
 read from the first and last reading). Also each side's latency and profiled sum, so a reader can
 scale each side to its own latency.
 
-    PYTHONPATH=$PWD .venv/bin/python benchmarks/gemm_layers_vs_openvino.py [--model convnext_tiny|vit_encoder] \
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/gemm_layers_vs_openvino.py [--model convnext_tiny|vit_encoder|bert_encoder] \
         [--batch 1] [--rounds 2] [--runs 30] [--threads 2]
 """
 import argparse
@@ -47,14 +47,27 @@ def group_of(model: str, name: str):
         if "pointwise_conv_2" in name or "layer_scale" in name:
             return f"stage {stage.group(1)} down (+residual)"
         return None
-    if re.search(r"/add_\d+_1/Add$", name):
-        return "residual Add (OpenVINO)"
-    dense = re.search(r"dense_(\d+)_1/", name)
-    if dense:
-        return "fc1 (+Gelu)" if int(dense.group(1)) % 2 == 0 else "fc2 (+residual)"
+    if model == "bert_encoder":
+        # tf2onnx numbers BERT's dense layers dense_1_1 (fc1), dense_2 (fc2), dense_3_1, dense_2_2, ...:
+        # odd is the FFN's up-projection; the classifier head (dense_8_1/MatMul, no Tensordot) is none.
+        if re.search(r"functional_1/add_\d+(_\d+)?/Add$", name):
+            return "residual Add (OpenVINO)"
+        dense = re.search(r"dense_(\d+)(_\d+)?/(Tensordot|Gelu)", name)
+        if dense:
+            return "fc1 (+Gelu)" if int(dense.group(1)) % 2 == 1 else "fc2 (+residual)"
+    else:
+        if re.search(r"/add_\d+_1/Add$", name):
+            return "residual Add (OpenVINO)"
+        dense = re.search(r"dense_(\d+)_1/", name)
+        if dense:
+            return "fc1 (+Gelu)" if int(dense.group(1)) % 2 == 0 else "fc2 (+residual)"
+    # ours runs the three projections as one GEMM (merge_qkv_projections), named after the output
+    # projection's Reshape: one row against OpenVINO's three FullyConnected layers
+    if name.endswith("_attention_qkv"):
+        return "attention Q/K/V"
     part = re.search(r"attention_\d+_1/(query|key|value|attention_output)_1/", name)
     if part:
-        return "attention " + part.group(1) + (" (+residual)" if part.group(1) == "attention_output" else "")
+        return "attention Q/K/V" if part.group(1) != "attention_output" else "attention output (+residual)"
     return None
 
 
@@ -99,7 +112,11 @@ def worker(side: str, model: str, batch: int, runs: int, threads: int) -> dict:
             onnx.save(standard_onnx(onnx.load(export), batch, "fp32"), path)
             plain, profiled = compiled_model(path, threads, "fp32"), compiled_model(path, threads, "fp32", profile=True)
         (inp,) = plain.inputs
-        x = np.random.default_rng(0).standard_normal(list(inp.shape)).astype(np.float32)
+        dtype = inp.get_element_type().to_dtype()
+        rng = np.random.default_rng(0)
+        # token ids (BERT) small and valid, as profile_model.random_feeds gives ours
+        x = (rng.integers(0, 2, list(inp.shape)) if dtype.kind in "iu" else rng.standard_normal(list(inp.shape))
+             ).astype(dtype)
         request = plain.create_infer_request()
         latency = []
         for _ in range(runs + 3):
@@ -129,7 +146,7 @@ def worker(side: str, model: str, batch: int, runs: int, threads: int) -> dict:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", default="convnext_tiny", choices=["convnext_tiny", "vit_encoder"])
+    ap.add_argument("--model", default="convnext_tiny", choices=["convnext_tiny", "vit_encoder", "bert_encoder"])
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--runs", type=int, default=30)

@@ -88,13 +88,20 @@ def compare(ours: Dict[str, float], peers: Dict[str, Dict[str, float]], limit: f
 # computes (a peer's layout reorders, names it made up) keep the class of the peer's kernel.
 
 
-def nodes_by_step(nodes: List[tuple], step_outputs: Dict[str, List[str]], sources) -> Dict[str, str]:
+def nodes_by_step(nodes: List[tuple], step_outputs: Dict[str, List[str]], sources,
+                  step_inputs: Optional[Dict[str, List[str]]] = None) -> Dict[str, str]:
     """{ONNX node name: the step of ours that computes it}. `nodes`: (name, inputs, outputs) of the
     graph the peers run; `step_outputs`: {step: the graph tensors it writes} in program order (a
     step writing a tensor under another layout counts as writing that tensor); `sources`: graph
     inputs and initializers. A step computes the nodes between the tensors it writes and the
     tensors it reads that something else wrote: walking up from its outputs through producers
-    whose outputs no step writes. A node two steps reach belongs to the first."""
+    whose outputs no step writes. A node two steps reach belongs to the first.
+
+    `step_inputs` ({step: the tensors it reads}) places the nodes of a step that writes no graph
+    tensor, only one of its own that a later step reads, from weights of its own (the three Q/K/V
+    projections merged into one GEMM over the weights side by side, whose output the fused
+    attention reads): the walk from the reader's outputs reaches them, so the reader's nodes that
+    read what that step reads (and whose outputs no step writes) are that step's."""
     producer = {out: name for name, _, outs in nodes for out in outs}
     inputs_of = {name: ins for name, ins, _ in nodes}
     written = {t for outs in step_outputs.values() for t in outs} | set(sources)
@@ -109,6 +116,16 @@ def nodes_by_step(nodes: List[tuple], step_outputs: Dict[str, List[str]], source
             seen.add(node)
             owner.setdefault(node, step)
             stack += [producer[t] for t in inputs_of[node] if t in producer and t not in written]
+    outputs_of = {name: outs for name, _, outs in nodes}
+    for step, outs in step_outputs.items() if step_inputs else ():
+        reads = set(step_inputs.get(step, ()))
+        # only a step with weights of its own (merged ones): not a layout copy feeding a kernel
+        if any(t in producer for t in outs) or not reads - set(producer) - written:
+            continue
+        readers = {s for s, ins in step_inputs.items() if s != step and set(outs) & set(ins)}
+        for node, at in list(owner.items()):
+            if at in readers and reads & set(inputs_of[node]) and not set(outputs_of[node]) & written:
+                owner[node] = step
     return owner
 
 

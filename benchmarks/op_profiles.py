@@ -133,19 +133,19 @@ def modelrunner_by_op(executable, x: np.ndarray, iters: int, model=None) -> Dict
     return {"by_op_us": by_op_us, "by_class_us": by_class_us, "run_us": statistics.median(run_us),
             "dispatch_us": statistics.median(dispatch_us), "kernel_calls": statistics.median(kernel_calls),
             "conv_by_kind_us": _convs_by_kind(by_class_us), "class_of_step": class_of_step,
-            "step_outputs": step_outputs(executable)}
+            "step_outputs": step_outputs(executable), "step_inputs": step_outputs(executable, "inputs")}
 
 
-def step_outputs(executable) -> Dict[str, List[str]]:
+def step_outputs(executable, which: str = "outputs") -> Dict[str, List[str]]:
     """{step name: the graph tensors it writes} of the main program, in order (a blocked copy
-    stands for its tensor)."""
+    stands for its tensor); which="inputs": the tensors it reads."""
     from compiler import Executable
     if not isinstance(executable, Executable):
         executable = Executable.load(executable)
     names = {t["id"]: t["name"] for t in executable.executable["tensors"]}
     out: Dict[str, List[str]] = {}
     for step in executable.executable["programs"]["main"]:
-        out.setdefault(step["name"], []).extend(graph_tensor(names[i]) for i in step["outputs"])
+        out.setdefault(step["name"], []).extend(graph_tensor(names[i]) for i in step[which])
     return out
 
 
@@ -156,7 +156,7 @@ class Charging:
     def __init__(self, model, ours: Dict[str, object]):
         nodes = [(n.name, list(n.input), list(n.output)) for n in model.graph.node]
         sources = {t.name for t in model.graph.initializer} | {t.name for t in model.graph.input}
-        owner = nodes_by_step(nodes, ours["step_outputs"], sources)
+        owner = nodes_by_step(nodes, ours["step_outputs"], sources, ours.get("step_inputs"))
         self.class_of_node = {node: ours["class_of_step"][step] for node, step in owner.items()
                               if step in ours["class_of_step"]}
         self.names = {name for name, _, _ in nodes}

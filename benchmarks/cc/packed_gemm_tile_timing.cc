@@ -2,7 +2,7 @@
 // through the AVX-512 register tiles of packed_gemm_tiles.inc built as ROWS rows × PV vectors of
 // 16 floats, with packed_gemm.cc's blocking (column blocks of `cb`, K blocks of `kc`, groups of
 // `g` strips) and strip-then-panel (order 0) or panel-then-strip (order 1) loops; no bias, sum,
-// epilogue or threads. Best of 15 × 3 runs, GFLOP/s. For trying tile shapes and blockings before
+// epilogue or threads. Best (and median) of 15 × 3 runs, GFLOP/s. For trying tile shapes and blockings before
 // touching the library (a 6×4 build is the library's AVX-512 tile):
 //
 //   g++ -std=c++17 -O3 -march=native -I. -DROWS=6 -DPV=4 benchmarks/cc/packed_gemm_tile_timing.cc -o tile_6x4
@@ -16,6 +16,7 @@
 #include <vector>
 #include <algorithm>
 #include <immintrin.h>
+#include "tf_popef_op/runtime/cc/base/half.h"
 #include "tf_popef_op/runtime/cc/kernels/support/packed_gemm_tiles.h"
 namespace tfpopef { namespace kernels { namespace {
 using V = __m512;
@@ -28,6 +29,10 @@ inline void VStore(float* p, V v) { _mm512_storeu_ps(p, v); }
 inline V VBroadcast(const float* p) { return _mm512_set1_ps(*p); }
 inline V VFma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
 inline V VAdd(V a, V b) { return _mm512_add_ps(a, b); }
+inline V VLoadHalf(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+inline void VStoreHalf(uint16_t* p, V v) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
 #include "tf_popef_op/runtime/cc/kernels/support/packed_gemm_tiles.inc"
 }}}
 using namespace tfpopef::kernels;
@@ -72,12 +77,14 @@ int main(int argc, char** argv) {
     }
   };
   run();
-  double best = 1e30;
+  std::vector<double> times;
   for (int r = 0; r < 15; ++r) {
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < 3; ++i) run();
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 3;
-    best = std::min(best, s);
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 3);
   }
-  printf("R%d PV%d %ldx%ldx%ld kc=%ld cb=%ld g=%ld order=%d: %.3f ms %.1f GFLOP/s\n", ROWS, PV, m, k, n, depth_blk, colblk, group, order, best * 1e3, 2.0 * m * k * n / best / 1e9);
+  std::sort(times.begin(), times.end());
+  const double best = times[0], median = times[times.size() / 2];
+  printf("R%d PV%d %ldx%ldx%ld kc=%ld cb=%ld g=%ld order=%d: %.3f ms %.1f GFLOP/s (median of 15: %.1f)\n", ROWS, PV, m, k, n, depth_blk, colblk, group, order,
+         best * 1e3, 2.0 * m * k * n / best / 1e9, 2.0 * m * k * n / median / 1e9);
 }

@@ -99,3 +99,18 @@ def test_a_kernel_the_peer_named_itself_is_traced_by_the_tensor_it_writes():
     assert charging("gap", "Pooling/reduce") == "Pooling/reduce"
     # a reorder onnxruntime added writes the graph tensor it moves back to NCHW: still its own
     assert charging("ReorderOutput_3", "Layout/copy", ["a"]) == "Layout/copy"
+
+
+def test_projections_merged_into_a_step_of_their_own_are_charged_to_it():
+    # q/k/v projections of the same x, an attention reading them; ours: one GEMM writing a tensor of
+    # its own ("qkv"), which the fused attention reads; the residual Add reads x too, but its output
+    # is a tensor a step writes (the output projection's)
+    graph = [("q", ["x", "wq"], ["tq"]), ("k", ["x", "wk"], ["tk"]), ("v", ["x", "wv"], ["tv"]),
+             ("att", ["tq", "tk", "tv"], ["o"]), ("proj", ["o", "wo"], ["p"]), ("add", ["p", "x"], ["y"])]
+    sources = {"x", "wq", "wk", "wv", "wo"}
+    outputs = {"qkv_gemm": ["qkv"], "attention": ["o"], "out_proj": ["y"]}
+    inputs = {"qkv_gemm": ["x", "w_qkv"], "attention": ["qkv"], "out_proj": ["o", "wo", "x"]}
+    assert nodes_by_step(graph, outputs, sources)["q"] == "attention"  # without the inputs: the walk's
+    owner = nodes_by_step(graph, outputs, sources, inputs)
+    assert owner == {"q": "qkv_gemm", "k": "qkv_gemm", "v": "qkv_gemm", "att": "attention", "proj": "out_proj",
+                     "add": "out_proj"}
