@@ -5,7 +5,8 @@
 // then B when has_bias = 1, then Sum when has_sum = 1, then S when has_input_scale = 1 (a
 // regular convolution on a blocked X: X's scale per image and input channel [N, C/8, 1, 1, 8],
 // squeeze-and-excite's excitation, which fold_channel_scale_into_nchwc_conv moves here from a
-// Mul; each work item scales its copy of the weights, NchwcEpilogue::input_scale). Variants, by
+// Mul; each work item scales its copy of the weights, NchwcEpilogue::input_scale, or in float16 on
+// fewer pixels than outputs X's widened rows, NchwcEpilogue::scale_input_rows). Variants, by
 // X's rank and `group`:
 //   regular, blocked input   X [N, C/8, H, W, 8], W [M/8G, C/8, KH, KW, 8(c), 8G(m)]
 //   regular, plain input     X [N, C, H, W] (any C), W [M/8G, C, KH, KW, 8G(m)]
