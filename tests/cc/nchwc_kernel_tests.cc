@@ -55,8 +55,10 @@ double Activate(const Epi& e, double v) { return RefActivation(e.activation, e.p
 
 // The NchwcConv step of case k with random inputs (values representable in `values`, tensors
 // of `dtype`), and the naive result in *y (NCHW).
+// With scale_into_x (an input scale, blocked X), X·S rounded to float32 is the input and S is
+// left out: float32's Mul before the convolution.
 KernelTester ConvTester(const ConvCase& k, const Epi& e, uint32_t seed, DType values, DType dtype,
-                        std::vector<double>* y_out) {
+                        std::vector<double>* y_out, bool scale_into_x = false) {
   const int64_t oh = k.oh(), ow = k.ow(), cg = k.depthwise ? 1 : k.c;
   auto round = values == F16 ? AsFloat16 : AsFloat32;
   const auto x = round(RandomValues(k.n * k.c * k.h * k.w, -2, 2, seed));
@@ -121,13 +123,17 @@ KernelTester ConvTester(const ConvCase& k, const Epi& e, uint32_t seed, DType va
     t.Attr("channels_last", 1).AddInput(dtype, {k.n, k.h, k.w, k.c}, nhwc);
   } else if (k.plain_input) {
     t.AddInput(dtype, {k.n, k.c, k.h, k.w}, x);
+  } else if (scale_into_x) {
+    std::vector<double> xs(x.size());
+    for (size_t i = 0; i < x.size(); ++i) xs[i] = x[i] * scale[i / static_cast<size_t>(k.h * k.w)];
+    t.AddInput(dtype, {k.n, k.c / B, k.h, k.w, B}, ToBlocked(AsFloat32(xs), k.n, k.c, k.h * k.w));
   } else {
     t.AddInput(dtype, {k.n, k.c / B, k.h, k.w, B}, ToBlocked(x, k.n, k.c, k.h * k.w));
   }
   t.AddInput(dtype, w_shape, wb);
   if (e.bias) t.AddInput(dtype, {k.m}, b);
   if (e.sum) t.AddInput(dtype, {k.n, k.m / B, oh, ow, B}, ToBlocked(s, k.n, k.m, oh * ow));
-  if (e.input_scale) t.Attr("has_input_scale", 1).AddInput(dtype, {k.n, k.c / B, 1, 1, B}, scale);
+  if (e.input_scale && !scale_into_x) t.Attr("has_input_scale", 1).AddInput(dtype, {k.n, k.c / B, 1, 1, B}, scale);
   return t;
 }
 
@@ -155,9 +161,13 @@ void RunConv(const ConvCase& k, const Epi& e, uint32_t seed, DType dtype = F32) 
 // With constant_weights W is announced as a weight (KernelSpec::constant_inputs), so the tiles
 // read a float32 copy of W widened once, on the first run (nchwc_conv.cc): two
 // threads with their own buffers (their own copies), two runs each (the second from the copy).
+// There an input scale on fewer pixels per image than outputs scales the widened X rows
+// (NchwcEpilogue::scale_input_rows): float32 on X·S rounded to float32, as float32's Mul, is the
+// reference.
 void RunConvFloat16AgainstFloat32(const ConvCase& k, const Epi& e, uint32_t seed, bool constant_weights = false) {
   std::vector<double> naive;
-  const std::vector<double> y32 = ConvTester(k, e, seed, F16, F32, &naive)
+  const bool scale_rows = constant_weights && e.input_scale && k.h * k.w < k.m;
+  const std::vector<double> y32 = ConvTester(k, e, seed, F16, F32, &naive, scale_rows)
                                       .AddOutput(F32, {k.n, k.m / B, k.oh(), k.ow(), B},
                                                  std::vector<double>(static_cast<size_t>(k.n * k.m * k.oh() * k.ow())))
                                       .RunAndGetOutput(0);
@@ -373,15 +383,18 @@ KERNEL_TEST(NchwcConv_Float16_ConstantWeights_BitIdenticalToFloat32RoundedOnce) 
   });
 }
 
-// Float16 X and Y with a weight W: each work item of at most 4 output blocks widens the window
+// Float16 X and Y with a weight W: each work item of at most 5 output blocks widens the window
 // rows its row segment reads into a float32 copy and runs the tiles on it, storing float16 Y
 // (nchwc_tiles.inc, ConvRowWidenedInput). 1x7 and 7x1 and an unpadded 3x3/2, windows whose rows
 // or columns lie partly or wholly in the pads, dilation, rows cut into segments, several passes
-// over the input channels, 1 to 4 output blocks an item and items of 8 beside one of 4 (M = 96)
-// or 6 (M = 112, the float16 tiles); 1x1 layers with few outputs (the inverted residuals'
-// projects: 2 and 3 blocks, an item of 8 beside one of 2, two passes, long rows in segments);
-// every epilogue (none, Relu, Clip, the sigmoid family, a Sum, an input scale). Bit-identical to
-// float32 rounded once.
+// over the input channels, 1 to 5 output blocks an item and items of 8 beside one of 4 (M = 96)
+// or 6 (M = 112, the float16 tiles); 1x1 layers with few outputs (the inverted residuals' and
+// EfficientNet's projects: 2, 3, 5 and 6 blocks, an item of 8 beside one of 2 or 6, two passes,
+// long rows in segments); every epilogue
+// (none, Relu, Clip, the sigmoid family, a Sum, an input scale). Bit-identical to float32
+// rounded once. With an input scale on fewer pixels than outputs (the 7x7 projects: items of 8
+// blocks too, a window, two passes, rows in segments) the copy holds X·S, and float32 on X·S is
+// the reference.
 KERNEL_TEST(NchwcConv_Float16_WidenedInput_BitIdenticalToFloat32RoundedOnce) {
   uint32_t seed = 17800;
   const std::vector<ConvCase> shapes = WithPairedWeights({
@@ -398,16 +411,25 @@ KERNEL_TEST(NchwcConv_Float16_WidenedInput_BitIdenticalToFloat32RoundedOnce) {
       {2, 96, 24, 9, 11, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},    // 1x1, 3 blocks
       {1, 40, 80, 7, 7, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},     // 1x1, items of 8 and 2 blocks
       {1, 536, 32, 3, 7, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},    // 1x1, two passes over the input channels
+      {1, 16, 40, 9, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},     // 5 blocks, a window
+      {1, 48, 40, 28, 28, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},   // 1x1, 5 blocks, rows in segments
+      {2, 24, 48, 7, 10, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},    // 1x1, 6 blocks (the float16 tiles)
+      {1, 64, 112, 14, 14, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},  // 1x1, items of 8 and 6 blocks
+      {1, 144, 192, 7, 7, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},   // 1x1 at 7x7: the scale on the rows
+      {1, 64, 320, 7, 7, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},    // the same, 5 items of 8 in segments
+      {2, 536, 80, 3, 5, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},    // the same, two passes
+      {1, 16, 64, 5, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},     // the same, a padded window
   });
-  Epi scaled{"Relu", {}, true, false};
-  scaled.input_scale = true;
+  Epi scaled{"Relu", {}, true, false}, scaled_sum{"", {}, true, true};
+  scaled.input_scale = scaled_sum.input_scale = true;
   const std::vector<Epi> epilogues = {kPlain,
                                       Epi{"Relu", {}, true, false},
                                       Epi{"Clip", {0, 6}, false, false},
                                       Epi{"Swish", {1.0}, true, false},
                                       Epi{"HardSigmoid", {0.2, 0.5}, true, false},
                                       Epi{"Relu", {}, true, true},  // a Sum
-                                      scaled};
+                                      scaled,
+                                      scaled_sum};
   ForEachSimdPath([&] {
     for (const ConvCase& k : shapes)
       for (const Epi& e : epilogues) RunConvFloat16AgainstFloat32(k, e, seed += 4, /*constant_weights=*/true);

@@ -7,7 +7,8 @@ activation in the tiles' registers (the expand -> depthwise pair one NchwcInvert
 without a project stage at the batches to_inverted_residual.should_fuse_pair takes), and nothing is converted between layouts inside the block
 (one ToNchwc of the input, one FromNchwc of the output), and the excitation Mul is folded into
 the project convolution (its input scale: no pass over the scaled tensor) in float16, and in
-float32 where the pass's rule folds it. float32 within 1e-4 of onnxruntime;
+float32 where the pass's rule folds it (where it does not, float16 scales the project's widened
+input rows: float32's arithmetic there). float32 within 1e-4 of onnxruntime;
 float16 (Converter precision fp16) within the float16 tolerance; also in a process on the
 portable SIMD path."""
 

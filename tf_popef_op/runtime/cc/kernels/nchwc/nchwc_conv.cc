@@ -5,7 +5,8 @@
 // then B when has_bias = 1, then Sum when has_sum = 1, then S when has_input_scale = 1 (a
 // regular convolution on a blocked X: X's scale per image and input channel [N, C/8, 1, 1, 8],
 // squeeze-and-excite's excitation, which fold_channel_scale_into_nchwc_conv moves here from a
-// Mul; each work item scales its copy of the weights, NchwcEpilogue::input_scale). Variants, by
+// Mul; each work item scales its copy of the weights, NchwcEpilogue::input_scale, or in float16 on
+// fewer pixels than outputs X's widened rows, NchwcEpilogue::scale_input_rows). Variants, by
 // X's rank and `group`:
 //   regular, blocked input   X [N, C/8, H, W, 8], W [M/8G, C/8, KH, KW, 8(c), 8G(m)]
 //   regular, plain input     X [N, C, H, W] (any C), W [M/8G, C, KH, KW, 8G(m)]
@@ -328,7 +329,7 @@ std::unique_ptr<Kernel> PrepareNchwcConv(const KernelSpec& spec) {
     g.h = x[2];
     g.w = x[3];
   }
-  const int64_t c = g.in_blocks * g.in_lanes;
+  const int64_t c = g.in_blocks * g.in_lanes, x_pixels = g.h * g.w;
   ReadNchwcWindow(spec, &g);
   if (group == 1) {
     if (w.empty()) throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": weights have no dims");
@@ -412,6 +413,10 @@ std::unique_ptr<Kernel> PrepareNchwcConv(const KernelSpec& spec) {
   p.segment = (g.ow + p.segments - 1) / p.segments;
   const bool constant_weights = spec.constant_inputs.size() > 1 && spec.constant_inputs[1];
   p.wide_weights = p.half_weights && !p.depthwise && constant_weights;
+  // Float16 with an input scale on fewer pixels than outputs: X's widened rows take the scale
+  // (float32's arithmetic there: its Mul before the convolution) instead of each item's weights.
+  p.epilogue.scale_input_rows = p.half_activations && p.wide_weights && p.has_input_scale &&
+                                x_pixels < g.out_blocks * kNchwcBlock;
   g.widen_weights = p.half_weights && !p.wide_weights && p.segment >= kWidenWeightsMinPixels;
   p.weight_count = Product(w);
   const size_t weight_bytes = p.half_weights && !g.widen_weights && !p.wide_weights ? sizeof(uint16_t) : sizeof(float);

@@ -89,6 +89,11 @@ struct NchwcEpilogue {
   // added at the last: set when Y takes the Sum's bytes (an in-place Sum) and a float32 Y holds
   // the partial sums between passes, which would overwrite the Sum before the last pass reads it.
   bool sum_first = false;
+  // Float16 X with a float32 copy of W (ConvRowWidenedInput): input_scale multiplies the widened
+  // X rows, rounded once to float32 as float32's Mul would, instead of the item's weights. Set
+  // where X has fewer pixels per image than M outputs, where float32 keeps the Mul
+  // (fold_channel_scale_into_nchwc_conv): each item's copy of its weights would scale more values.
+  bool scale_input_rows = false;
 };
 
 // Activations (X, Sum, Y) and weights are float or float16 (IEEE binary16 bits, uint16_t):
