@@ -108,18 +108,18 @@ def test_blocks_run_consecutively_and_drop_each_blocks_first_call():
     assert [len(samples["a"]), len(samples["b"])] == [4, 4]
 
 
-def test_blocks_settle_for_a_time_before_timing():
-    from interleaved_timing import blocks
-    calls = []
+def test_blocks_settle_for_a_time_before_timing(monkeypatch):
+    import interleaved_timing
+    clock, calls = [0.0], []
+    # A fake clock each call advances by 10 ms: a sleep overshooting under load cannot change the count.
+    monkeypatch.setattr(interleaved_timing.time, "perf_counter", lambda: clock[0])
 
     def slow(label):
-        return lambda: (calls.append(label), time.sleep(0.01))
+        return lambda: (calls.append(label), clock.__setitem__(0, clock[0] + 0.01))
 
-    samples = blocks({"a": slow("a"), "b": slow("b")}, runs=2, rounds=1, settle_s=0.035)
-    untimed_a = calls.index("b") - 2
-    assert untimed_a >= 4  # 10 ms calls until 35 ms have passed, then the 2 timed ones
-    assert calls.count("b") - 2 >= 4
-    assert [len(samples["a"]), len(samples["b"])] == [2, 2]
+    samples = interleaved_timing.blocks({"a": slow("a"), "b": slow("b")}, runs=2, rounds=1, settle_s=0.035)
+    assert calls == ["a"] * 4 + ["a"] * 2 + ["b"] * 4 + ["b"] * 2  # 10 ms calls until 35 ms have passed, then the 2 timed ones
+    assert samples == {"a": pytest.approx([0.01, 0.01]), "b": pytest.approx([0.01, 0.01])}
 
 
 def test_warm_median_times_only_the_calls_after_as_many_untimed_ones():
