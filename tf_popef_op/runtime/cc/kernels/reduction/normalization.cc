@@ -29,6 +29,7 @@
 #include "tf_popef_op/runtime/cc/kernels/support/broadcast.h"
 #include "tf_popef_op/runtime/cc/kernels/support/fp16_adapter.h"
 #include "tf_popef_op/runtime/cc/kernels/support/fp16_convert.h"
+#include "tf_popef_op/runtime/cc/kernels/support/home_ranges.h"
 #include "tf_popef_op/runtime/cc/kernels/support/target_pragma.h"
 #include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
 #include "tf_popef_op/runtime/cc/kernels/support/vector_math.h"
@@ -331,16 +332,29 @@ class LayerNormKernel final : public Kernel {
   void Rows(const T* x, T* y, const float* scale, const float* bias, float* rows, float* mean_out,
             float* inv_std_out) const {
     const bool simd = vmath::UsesAvx2(vmath::ActivePath());
-    ParallelForChunks(outer_, grain_, [&](int64_t chunk, int64_t begin, int64_t end) {
+    // Rows claimed from the chunk's home range, then from the back of the others'
+    // (home_ranges.h), so a worker that starts late does not leave the step waiting for its half.
+    const int64_t homes = std::min(chunks_, kMaxHomeRanges);
+    HomeRanges ranges(outer_, homes);
+    const int64_t most = std::max<int64_t>(1, grain_ / 4);
+    const auto from_front = [&](int64_t f, int64_t b) { return std::min(most, (b - f + 1) / 2); };
+    const auto from_back = [&](int64_t f, int64_t b) { return std::min(most, std::max<int64_t>(1, (b - f) / 4)); };
+    ParallelForChunks(homes, 1, [&](int64_t chunk, int64_t, int64_t) {
       float* row = rows ? rows + inner_ * chunk : nullptr;
-      for (int64_t o = begin; o < end; ++o) {
-        const RowStats stats = RowStatistics(simd, x + o * inner_, inner_, row);
-        const RowAffine affine = MakeRowAffine(stats, eps_);
-        const float* xr = std::is_same_v<T, float> ? reinterpret_cast<const float*>(x + o * inner_) : row;
-        NormalizeRow(simd, xr, y + o * inner_, inner_, affine, scale, bias);
-        if (mean_out) mean_out[o] = stats.mean_hi + stats.mean_lo;
-        if (inv_std_out) inv_std_out[o] = affine.inv_std;
-      }
+      auto run = [&](int64_t begin, int64_t end) {
+        for (int64_t o = begin; o < end; ++o) {
+          const RowStats stats = RowStatistics(simd, x + o * inner_, inner_, row);
+          const RowAffine affine = MakeRowAffine(stats, eps_);
+          const float* xr = std::is_same_v<T, float> ? reinterpret_cast<const float*>(x + o * inner_) : row;
+          NormalizeRow(simd, xr, y + o * inner_, inner_, affine, scale, bias);
+          if (mean_out) mean_out[o] = stats.mean_hi + stats.mean_lo;
+          if (inv_std_out) inv_std_out[o] = affine.inv_std;
+        }
+      };
+      int64_t o0 = 0;
+      for (int64_t got; (got = ranges.Claim(chunk, true, from_front, &o0)) > 0;) run(o0, o0 + got);
+      for (int64_t i = 1; i < homes; ++i)
+        for (int64_t got; (got = ranges.Claim((chunk + i) % homes, false, from_back, &o0)) > 0;) run(o0, o0 + got);
     });
   }
 
