@@ -720,6 +720,47 @@ KERNEL_TEST(LayerNorm_Rows_BothPaths_VsReference) {
   });
 }
 
+// Constant rows (the first pass's mean may be an ulp off; the second pass's Σd takes that back,
+// so Y is the bias, and the variance's two float terms cancel to 0 or a tiny negative, clamped)
+// and rows whose mean is 300 times their spread, with the Mean and InvStdDev outputs, on every
+// SIMD path.
+KERNEL_TEST(LayerNorm_ConstantAndOffsetRows_BothPaths_VsReference) {
+  ForEachSimdPath([&] {
+    for (int64_t inner : {5, 8, 33, 256}) {
+      const int64_t outer = 6;
+      std::vector<double> x(static_cast<size_t>(outer * inner));
+      const auto noise = AsFloat32(RandomValues(outer * inner, -1, 1, 900 + inner));
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t i = 0; i < inner; ++i) {
+          const size_t at = static_cast<size_t>(o * inner + i);
+          // rows 0-2 constant (0.1, -7.3, 1e4), rows 3-5 offset by 300 with spread 1
+          const double constant[3] = {0.1, -7.3, 1e4};
+          x[at] = static_cast<float>(o < 3 ? constant[o] : 300.0 * (o % 2 ? 1 : -1) + noise[at]);
+        }
+      const auto scale = AsFloat32(RandomValues(inner, 0.5, 1.5, 950 + inner));
+      const auto bias = AsFloat32(RandomValues(inner, -1, 1, 970 + inner));
+      std::vector<double> want(x.size()), mean(static_cast<size_t>(outer)), inv_std(static_cast<size_t>(outer));
+      for (int64_t o = 0; o < outer; ++o) {
+        double m = 0, var = 0;
+        for (int64_t i = 0; i < inner; ++i) m += x[o * inner + i];
+        m /= inner;
+        for (int64_t i = 0; i < inner; ++i) var += (x[o * inner + i] - m) * (x[o * inner + i] - m);
+        var /= inner;
+        mean[o] = m;
+        inv_std[o] = 1.0 / std::sqrt(var + 1e-5);
+        for (int64_t i = 0; i < inner; ++i)
+          want[o * inner + i] = (x[o * inner + i] - m) * inv_std[o] * scale[i] + bias[i];
+      }
+      KernelTester("LayerNormalization")
+          .Attr("axis", 1).Attr("epsilon", 1e-5).Attr("mean_output", 1).Attr("inv_std_dev_output", 1)
+          .AddInput(F32, {outer, inner}, x).AddInput(F32, {inner}, scale).AddInput(F32, {inner}, bias)
+          .AddOutput(F32, {outer, inner}, want).AddOutput(F32, {outer, 1}, mean).AddOutput(F32, {outer, 1}, inv_std)
+          .Tolerance(1e-5, 1e-5)
+          .Run();
+    }
+  });
+}
+
 KERNEL_TEST(Transpose_Cast_LargeTensors_VsReference) {
   const Shape s = {3, 40, 37, 29};
   const auto x = AsFloat32(RandomValues(NumElements(s), -100, 100, 55));

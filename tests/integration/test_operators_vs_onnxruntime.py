@@ -113,6 +113,18 @@ def test_layer_normalization(rng, precision, axis, param_shape):
           precision, scale=3.0)
 
 
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_layer_normalization_bert_rows(rng, precision):
+    """BERT's rows of 256 (the statistics' four accumulators of 8 lanes), each row offset by a
+    mean of up to ±8 against a spread of 1, as the residual stream's rows are."""
+    weights = {"Scale": _w(rng, 256, scale=1.0), "B": _w(rng, 256)}
+    model = one_node("LayerNormalization", (2, 64, 256), None, weights, axis=-1, epsilon=1e-12)
+    x = {"X": (rng.standard_normal((2, 64, 256)) + rng.uniform(-8, 8, (2, 64, 1))).astype(np.float32)}
+    want = run_onnxruntime(model, x)
+    got = compile_and_run(model, x, precision)
+    np.testing.assert_allclose(np.asarray(got["Y"], np.float32), want["Y"], **TOL[precision])
+
 RESIZES = {  # what tf2onnx emits for UpSampling2D, plus the other transforms
     "nearest_asymmetric_floor": dict(mode="nearest", coordinate_transformation_mode="asymmetric",
                                      nearest_mode="floor"),

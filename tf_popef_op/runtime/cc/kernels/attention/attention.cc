@@ -26,6 +26,7 @@
 #include "tf_popef_op/runtime/cc/kernels/kernel_checks.h"
 #include "tf_popef_op/runtime/cc/kernels/support/packed_gemm_tiles.h"
 #include "tf_popef_op/runtime/cc/kernels/support/fp16_convert.h"
+#include "tf_popef_op/runtime/cc/kernels/support/home_ranges.h"
 #include "tf_popef_op/runtime/cc/kernels/support/target_pragma.h"
 #include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
 #include "tf_popef_op/runtime/cc/kernels/support/vector_math.h"
@@ -126,7 +127,13 @@ class AttentionKernel final : public Kernel {
 
   void Run(const KernelContext& ctx) const override {
     if (items_ == 0 || s_.value_size == 0) return;
-    ParallelForChunks(items_, 1, [&](int64_t chunk, int64_t begin, int64_t end) {
+    // Chunk c (its own scratch) runs home range c of the items one at a time, then items from the
+    // back of the others' ranges (home_ranges.h): where each chunk ran a fixed share, a thread
+    // that started late (a worker woken from sleep) made the step wait for its whole share.
+    const int64_t homes = std::min(chunks_, kMaxHomeRanges);
+    HomeRanges ranges(items_, homes);
+    const auto one = [](int64_t, int64_t) { return int64_t{1}; };
+    ParallelForChunks(homes, 1, [&](int64_t chunk, int64_t, int64_t) {
       float* kt = static_cast<float*>(ctx.scratch) + RoundUp(chunk_floats_, 16) * chunk;
       float* v = kt + s_.head_size * kv_ld_;
       float* scores = v + s_.kv_len * v_ld_;
@@ -134,14 +141,18 @@ class AttentionKernel final : public Kernel {
       float* q_rows = inv_sum + row_block_;                // float16 only
       float* y_rows = q_rows + row_block_ * s_.head_size;  // float16 only
       int64_t packed = -1;
-      for (int64_t item = begin; item < end; ++item) {
+      auto run = [&](int64_t item) {
         const int64_t bh = item / blocks_per_head_;
         if (bh != packed) {
           PackKeysAndValues(ctx, bh, kt, v);
           packed = bh;
         }
         RowBlock(ctx, bh, item % blocks_per_head_, kt, v, scores, inv_sum, q_rows, y_rows);
-      }
+      };
+      int64_t item = 0;
+      while (ranges.Claim(chunk, true, one, &item) > 0) run(item);
+      for (int64_t i = 1; i < homes; ++i)
+        while (ranges.Claim((chunk + i) % homes, false, one, &item) > 0) run(item);
     });
   }
 

@@ -7,6 +7,7 @@
 
 #include "tf_popef_op/runtime/cc/base/half.h"
 #include "tf_popef_op/runtime/cc/kernels/support/fp16_convert.h"
+#include "tf_popef_op/runtime/cc/kernels/support/home_ranges.h"
 
 namespace tfpopef {
 namespace kernels {
@@ -166,10 +167,9 @@ void RunPackedGemm(const PackedGemmTileFns& tiles, const PackedGemmArgs<T>& args
     }
   };
 
-  // Unit u: product u / (blocks·strips), then column block, then row strip. A thread runs its
-  // consecutive units of one column block in groups of strips (run_group).
-  auto run_units = [&](int64_t u0, int64_t u1) {
-    Buffers buf;
+  // Unit u: product u / (blocks·strips), then column block, then row strip. Strips [s0, s1) of
+  // one column block run as a group (run_group).
+  auto run_range = [&](int64_t u0, int64_t u1, Buffers& buf) {
     for (int64_t u = u0; u < u1;) {
       const int64_t batch = u / (blocks * strips), in_batch = u % (blocks * strips);
       const int64_t block = in_batch / strips, s0 = in_batch % strips;
@@ -184,11 +184,33 @@ void RunPackedGemm(const PackedGemmTileFns& tiles, const PackedGemmArgs<T>& args
   constexpr int64_t kMinFlopsPerChunk = int64_t{1} << 18;
   const int64_t unit_flops = 2 * rows * k * std::min(n, kPackedGemmBlockColumns);
   const int64_t grain = std::max<int64_t>(1, kMinFlopsPerChunk / unit_flops);
-  if (units <= grain || pool.num_threads() == 1) {
-    run_units(0, units);
+  const int64_t homes = units >> 32 ? 1 : std::min<int64_t>({pool.num_threads(), kMaxHomeRanges, units / grain});
+  if (homes <= 1) {
+    Buffers buf;
+    run_range(0, units, buf);
     return;
   }
-  pool.ParallelFor(units, grain, std::function<void(int64_t, int64_t)>(std::ref(run_units)));
+  // Each thread's home range is its share of the units in order (so a core gets the same rows
+  // of C from step to step, which the next step then reads from its L2), claimed from the front
+  // in groups of strips; then units from the back of the others' ranges (home_ranges.h). Groups
+  // stay within a column block and shrink as a range runs out: at most half of what is left from
+  // the front, a quarter from the back, down to one strip.
+  HomeRanges ranges(units, homes);
+  auto from_front = [&](int64_t f, int64_t b) {
+    return std::min({kPackedGemmGroupStrips, (b - f + 1) / 2, strips - f % strips});
+  };
+  auto from_back = [&](int64_t f, int64_t b) {
+    return std::min({kPackedGemmGroupStrips, std::max<int64_t>(1, (b - f) / 4), (b - 1) % strips + 1});
+  };
+  auto run_home = [&](int64_t home, int64_t, int64_t) {
+    Buffers buf;
+    int64_t u0 = 0;
+    for (int64_t got; (got = ranges.Claim(home, true, from_front, &u0)) > 0;) run_range(u0, u0 + got, buf);
+    for (int64_t i = 1; i < homes; ++i)
+      for (int64_t got; (got = ranges.Claim((home + i) % homes, false, from_back, &u0)) > 0;)
+        run_range(u0, u0 + got, buf);
+  };
+  pool.ParallelForChunks(homes, 1, std::function<void(int64_t, int64_t, int64_t)>(std::ref(run_home)));
 }
 
 template void RunPackedGemm<float>(const PackedGemmTileFns&, const PackedGemmArgs<float>&, ThreadPool&);

@@ -12,7 +12,8 @@
 //
 // Work: C is cut into strips of `rows` rows × blocks of up to kPackedGemmBlockColumns columns,
 // spread over the intra-op pool (a batch-1 dense layer keeps both cores busy: M = 128 rows are
-// 22 strips). K is cut into blocks of kPackedGemmBlockDepth so an A strip stays in L1 while it
+// 22 strips): each thread takes its own share of them in order, then strips from the back of the
+// others' shares, in groups that shrink as the shares run out. K is cut into blocks of kPackedGemmBlockDepth so an A strip stays in L1 while it
 // meets every panel of the column block; a thread runs its consecutive strips of one column
 // block in groups of up to kPackedGemmGroupStrips, K block by K block, so each K block of the
 // column block's packed B is read from L2 by every strip of the group (with K > 512, a whole

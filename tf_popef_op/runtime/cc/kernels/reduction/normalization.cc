@@ -7,14 +7,15 @@
 //   are full [inner] tensors or broadcastable; the kernel takes them unidirectionally
 //   broadcast to [inner] with a BroadcastPlan). Optional outputs Mean and InvStdDev have X's
 //   shape with the normalized dims set to 1 (attrs `mean_output` / `inv_std_dev_output` say
-//   which of them the step writes, in that order after Y). Statistics are computed in double;
-//   y = ((x − m_hi) − m_lo) · inv_std · scale + bias in float, m_hi + m_lo the double mean split
-//   into two floats: x − m_hi is exact where x is near the mean (Sterbenz), so a large mean
-//   with a small spread keeps its deviations as the double subtraction did. Each row's
-//   statistics and normalization run 8 floats at a time on the AVX2 and AVX-512 paths
-//   (vector_math.h's SimdPath), the same formulas in scalar code on the portable path. A float16
-//   row is widened into an L1 row as its sum is taken (vcvtph2ps) and Y narrowed in the
-//   normalization's store (vcvtps2ph), the rest as float32, so its Y is float32's rounded once.
+//   which of them the step writes, in that order after Y). Statistics are computed in float
+//   in two passes: m_hi = Σx / n, then with d = x − m_hi the sums Σd and Σd², m_lo = Σd / n and
+//   var = Σd² / n − m_lo² (the second pass corrects the first's rounding: x − m_hi is exact where
+//   x is near the mean (Sterbenz), so a large mean with a small spread keeps its deviations);
+//   y = ((x − m_hi) − m_lo) · inv_std · scale + bias. Each row's passes run 8 floats at a time
+//   in four accumulators on the AVX2 and AVX-512 paths (vector_math.h's SimdPath), the same
+//   formulas in scalar code on the portable path. A float16 row is widened into an L1 row as
+//   its sum is taken (vcvtph2ps) and Y narrowed in the normalization's store (vcvtps2ph), the
+//   rest as float32, so its Y is float32's rounded once.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -28,6 +29,7 @@
 #include "tf_popef_op/runtime/cc/kernels/support/broadcast.h"
 #include "tf_popef_op/runtime/cc/kernels/support/fp16_adapter.h"
 #include "tf_popef_op/runtime/cc/kernels/support/fp16_convert.h"
+#include "tf_popef_op/runtime/cc/kernels/support/home_ranges.h"
 #include "tf_popef_op/runtime/cc/kernels/support/target_pragma.h"
 #include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
 #include "tf_popef_op/runtime/cc/kernels/support/vector_math.h"
@@ -41,9 +43,10 @@ namespace tfpopef {
 namespace kernels {
 namespace {
 
-// A row's mean and (population) variance, in double.
+// The row's mean as m_hi + m_lo (m_hi the first pass's, m_lo the second's correction) and
+// its population variance.
 struct RowStats {
-  double mean, var;
+  float mean_hi, mean_lo, var;
 };
 
 // The row normalized: y[i] = ((x[i] − mean_hi) − mean_lo) · inv_std · scale[i] + bias[i].
@@ -52,29 +55,45 @@ struct RowAffine {
 };
 
 RowAffine MakeRowAffine(const RowStats& s, float epsilon) {
-  const float hi = static_cast<float>(s.mean);
-  return {hi, static_cast<float>(s.mean - hi), static_cast<float>(1.0 / std::sqrt(s.var + epsilon))};
+  return {s.mean_hi, s.mean_lo, static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.var) + epsilon))};
+}
+
+// From the first pass's Σx and the second's Σd, Σd² (d = x − Σx / n). The variance is clamped
+// at 0: for a constant row both terms are the same tiny square.
+RowStats FinishRowStats(float mean_hi, float sum_d, float sum_d2, int64_t n) {
+  const float inv_n = 1.0f / static_cast<float>(n);
+  const float mean_lo = sum_d * inv_n;
+  return {mean_hi, mean_lo, std::max(0.0f, sum_d2 * inv_n - mean_lo * mean_lo)};
 }
 
 // Y as float32, or narrowed to float16 (nearest even) as it is stored.
 inline void SetElement(float* y, int64_t i, float v) { y[i] = v; }
 inline void SetElement(uint16_t* y, int64_t i, float v) { y[i] = FloatToHalf(v); }
 
-// Portable: sums in double with four independent accumulators, so the additions overlap
+// Portable: the two passes with four independent accumulators, so the additions overlap
 // instead of each waiting for the previous one.
 RowStats PortableRowStats(const float* x, int64_t n) {
-  if (n == 0) return {0.0, 0.0};
-  double acc[4] = {0.0, 0.0, 0.0, 0.0};
+  if (n == 0) return {0.0f, 0.0f, 0.0f};
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   int64_t i = 0;
   for (; i + 4 <= n; i += 4)
     for (int k = 0; k < 4; ++k) acc[k] += x[i + k];
   for (; i < n; ++i) acc[0] += x[i];
-  const double mean = ((acc[0] + acc[1]) + (acc[2] + acc[3])) / static_cast<double>(n);
-  for (double& a : acc) a = 0.0;
+  const float mean_hi = ((acc[0] + acc[1]) + (acc[2] + acc[3])) / static_cast<float>(n);
+  float sq[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (float& a : acc) a = 0.0f;
   for (i = 0; i + 4 <= n; i += 4)
-    for (int k = 0; k < 4; ++k) acc[k] += (x[i + k] - mean) * (x[i + k] - mean);
-  for (; i < n; ++i) acc[0] += (x[i] - mean) * (x[i] - mean);
-  return {mean, ((acc[0] + acc[1]) + (acc[2] + acc[3])) / static_cast<double>(n)};
+    for (int k = 0; k < 4; ++k) {
+      const float d = x[i + k] - mean_hi;
+      acc[k] += d;
+      sq[k] += d * d;
+    }
+  for (; i < n; ++i) {
+    const float d = x[i] - mean_hi;
+    acc[0] += d;
+    sq[0] += d * d;
+  }
+  return FinishRowStats(mean_hi, (acc[0] + acc[1]) + (acc[2] + acc[3]), (sq[0] + sq[1]) + (sq[2] + sq[3]), n);
 }
 
 template <typename T>
@@ -88,8 +107,6 @@ void PortableNormalizeRow(const float* x, T* y, int64_t n, const RowAffine& a, c
 TFPOPEF_TARGET_BEGIN("avx2,fma,f16c")
 namespace {
 
-inline __m256d Widen(__m128 v) { return _mm256_cvtps_pd(v); }
-
 // 8 float16 as float32 (vcvtph2ps), also stored to `row`.
 inline __m256 WidenEight(const uint16_t* x, float* row) {
   const __m256 f = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x)));
@@ -97,76 +114,71 @@ inline __m256 WidenEight(const uint16_t* x, float* row) {
   return f;
 }
 
-double HorizontalSum(__m256d s0, __m256d s1, __m256d s2, __m256d s3) {
-  double lanes[4];
-  _mm256_storeu_pd(lanes, _mm256_add_pd(_mm256_add_pd(s0, s1), _mm256_add_pd(s2, s3)));
-  return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+// Element i.. of x as float32 (float16 also stored to row[i..]).
+inline __m256 Load8(const float* x, float*, int64_t i) { return _mm256_loadu_ps(x + i); }
+inline __m256 Load8(const uint16_t* x, float* row, int64_t i) { return WidenEight(x + i, row + i); }
+inline float Load1(const float* x, float*, int64_t i) { return x[i]; }
+inline float Load1(const uint16_t* x, float* row, int64_t i) { return row[i] = HalfToFloat(x[i]); }
+
+float HorizontalSum(__m256 s0, __m256 s1, __m256 s2, __m256 s3) {
+  const __m256 s = _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3));
+  const __m128 q = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+  const __m128 h = _mm_add_ps(q, _mm_movehl_ps(q, q));
+  return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
 }
 
-// Σx in double: 16 elements per step into four accumulators (elements 4k..4k+3 of the step
-// into the k-th), then the scalar tail.
-double Avx2Sum(const float* x, int64_t n) {
-  __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd(), s2 = _mm256_setzero_pd(), s3 = _mm256_setzero_pd();
+// Σx: 32 elements per step into four accumulators (elements 8k..8k+7 of the step into the
+// k-th), then 8 at a time into the first, then the scalar tail. float16 x is widened into
+// `row` on the way (one vcvtph2ps per 8 elements), so the second pass and the normalization
+// read float32 from L1: the same sums in the same order as float32's.
+template <typename T>
+float Avx2Sum(const T* x, float* row, int64_t n) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps(), s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    s0 = _mm256_add_pd(s0, Widen(_mm_loadu_ps(x + i)));
-    s1 = _mm256_add_pd(s1, Widen(_mm_loadu_ps(x + i + 4)));
-    s2 = _mm256_add_pd(s2, Widen(_mm_loadu_ps(x + i + 8)));
-    s3 = _mm256_add_pd(s3, Widen(_mm_loadu_ps(x + i + 12)));
+  for (; i + 32 <= n; i += 32) {
+    s0 = _mm256_add_ps(s0, Load8(x, row, i));
+    s1 = _mm256_add_ps(s1, Load8(x, row, i + 8));
+    s2 = _mm256_add_ps(s2, Load8(x, row, i + 16));
+    s3 = _mm256_add_ps(s3, Load8(x, row, i + 24));
   }
-  for (; i + 4 <= n; i += 4) s0 = _mm256_add_pd(s0, Widen(_mm_loadu_ps(x + i)));
-  double sum = HorizontalSum(s0, s1, s2, s3);
-  for (; i < n; ++i) sum += x[i];
+  for (; i + 8 <= n; i += 8) s0 = _mm256_add_ps(s0, Load8(x, row, i));
+  float sum = HorizontalSum(s0, s1, s2, s3);
+  for (; i < n; ++i) sum += Load1(x, row, i);
   return sum;
 }
 
-// Avx2Sum of float16 x, widening x into `row` on the way (one vcvtph2ps per 8 elements), so the
-// later passes read float32 from L1 instead of converting again: the same sums in the same order.
-double Avx2SumWidening(const uint16_t* x, float* row, int64_t n) {
-  __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd(), s2 = _mm256_setzero_pd(), s3 = _mm256_setzero_pd();
+// The second pass over float32 x: Σd and Σd² for d = x − mean_hi, accumulated as Avx2Sum's.
+RowStats Avx2SecondPass(const float* x, int64_t n, float mean_hi) {
+  const __m256 m = _mm256_set1_ps(mean_hi);
+  __m256 d0s = _mm256_setzero_ps(), d1s = _mm256_setzero_ps(), d2s = _mm256_setzero_ps(), d3s = _mm256_setzero_ps();
+  __m256 q0 = _mm256_setzero_ps(), q1 = _mm256_setzero_ps(), q2 = _mm256_setzero_ps(), q3 = _mm256_setzero_ps();
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m256 f0 = WidenEight(x + i, row + i), f1 = WidenEight(x + i + 8, row + i + 8);
-    s0 = _mm256_add_pd(s0, Widen(_mm256_castps256_ps128(f0)));
-    s1 = _mm256_add_pd(s1, Widen(_mm256_extractf128_ps(f0, 1)));
-    s2 = _mm256_add_pd(s2, Widen(_mm256_castps256_ps128(f1)));
-    s3 = _mm256_add_pd(s3, Widen(_mm256_extractf128_ps(f1, 1)));
+  for (; i + 32 <= n; i += 32) {
+    const __m256 d0 = _mm256_sub_ps(_mm256_loadu_ps(x + i), m);
+    const __m256 d1 = _mm256_sub_ps(_mm256_loadu_ps(x + i + 8), m);
+    const __m256 d2 = _mm256_sub_ps(_mm256_loadu_ps(x + i + 16), m);
+    const __m256 d3 = _mm256_sub_ps(_mm256_loadu_ps(x + i + 24), m);
+    d0s = _mm256_add_ps(d0s, d0);
+    d1s = _mm256_add_ps(d1s, d1);
+    d2s = _mm256_add_ps(d2s, d2);
+    d3s = _mm256_add_ps(d3s, d3);
+    q0 = _mm256_fmadd_ps(d0, d0, q0);
+    q1 = _mm256_fmadd_ps(d1, d1, q1);
+    q2 = _mm256_fmadd_ps(d2, d2, q2);
+    q3 = _mm256_fmadd_ps(d3, d3, q3);
   }
-  for (; i + 4 <= n; i += 4) {
-    const __m128 f = _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(x + i)));
-    _mm_storeu_ps(row + i, f);
-    s0 = _mm256_add_pd(s0, Widen(f));
+  for (; i + 8 <= n; i += 8) {
+    const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(x + i), m);
+    d0s = _mm256_add_ps(d0s, d);
+    q0 = _mm256_fmadd_ps(d, d, q0);
   }
-  double sum = HorizontalSum(s0, s1, s2, s3);
+  float sum_d = HorizontalSum(d0s, d1s, d2s, d3s), sum_d2 = HorizontalSum(q0, q1, q2, q3);
   for (; i < n; ++i) {
-    row[i] = HalfToFloat(x[i]);
-    sum += row[i];
+    const float d = x[i] - mean_hi;
+    sum_d += d;
+    sum_d2 = std::fma(d, d, sum_d2);
   }
-  return sum;
-}
-
-// Σ(x − mean)² in double, accumulated as Avx2Sum's.
-double Avx2SquaredDeviations(const float* x, int64_t n, double mean) {
-  const __m256d m = _mm256_set1_pd(mean);
-  __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd(), s2 = _mm256_setzero_pd(), s3 = _mm256_setzero_pd();
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m256d d0 = _mm256_sub_pd(Widen(_mm_loadu_ps(x + i)), m);
-    const __m256d d1 = _mm256_sub_pd(Widen(_mm_loadu_ps(x + i + 4)), m);
-    const __m256d d2 = _mm256_sub_pd(Widen(_mm_loadu_ps(x + i + 8)), m);
-    const __m256d d3 = _mm256_sub_pd(Widen(_mm_loadu_ps(x + i + 12)), m);
-    s0 = _mm256_fmadd_pd(d0, d0, s0);
-    s1 = _mm256_fmadd_pd(d1, d1, s1);
-    s2 = _mm256_fmadd_pd(d2, d2, s2);
-    s3 = _mm256_fmadd_pd(d3, d3, s3);
-  }
-  for (; i + 4 <= n; i += 4) {
-    const __m256d d = _mm256_sub_pd(Widen(_mm_loadu_ps(x + i)), m);
-    s0 = _mm256_fmadd_pd(d, d, s0);
-  }
-  double ssd = HorizontalSum(s0, s1, s2, s3);
-  for (; i < n; ++i) ssd += (x[i] - mean) * (x[i] - mean);
-  return ssd;
+  return FinishRowStats(mean_hi, sum_d, sum_d2, n);
 }
 
 inline void Store8(float* y, __m256 v) { _mm256_storeu_ps(y, v); }
@@ -196,10 +208,7 @@ namespace {
 // reads): the widening is exact, so both are float32's statistics of the same values.
 RowStats RowStatistics(bool simd, const float* x, int64_t n, float* /*row*/) {
 #ifdef TFPOPEF_LAYERNORM_AVX2
-  if (simd && n > 0) {
-    const double mean = Avx2Sum(x, n) / static_cast<double>(n);
-    return {mean, Avx2SquaredDeviations(x, n, mean) / static_cast<double>(n)};
-  }
+  if (simd && n > 0) return Avx2SecondPass(x, n, Avx2Sum(x, static_cast<float*>(nullptr), n) / static_cast<float>(n));
 #endif
   (void)simd;
   return PortableRowStats(x, n);
@@ -207,10 +216,7 @@ RowStats RowStatistics(bool simd, const float* x, int64_t n, float* /*row*/) {
 
 RowStats RowStatistics(bool simd, const uint16_t* x, int64_t n, float* row) {
 #ifdef TFPOPEF_LAYERNORM_AVX2
-  if (simd && n > 0) {
-    const double mean = Avx2SumWidening(x, row, n) / static_cast<double>(n);
-    return {mean, Avx2SquaredDeviations(row, n, mean) / static_cast<double>(n)};
-  }
+  if (simd && n > 0) return Avx2SecondPass(row, n, Avx2Sum(x, row, n) / static_cast<float>(n));
 #endif
   (void)simd;
   WidenHalfToFloat(x, row, n);
@@ -326,16 +332,29 @@ class LayerNormKernel final : public Kernel {
   void Rows(const T* x, T* y, const float* scale, const float* bias, float* rows, float* mean_out,
             float* inv_std_out) const {
     const bool simd = vmath::UsesAvx2(vmath::ActivePath());
-    ParallelForChunks(outer_, grain_, [&](int64_t chunk, int64_t begin, int64_t end) {
+    // Rows claimed from the chunk's home range, then from the back of the others'
+    // (home_ranges.h), so a worker that starts late does not leave the step waiting for its half.
+    const int64_t homes = std::min(chunks_, kMaxHomeRanges);
+    HomeRanges ranges(outer_, homes);
+    const int64_t most = std::max<int64_t>(1, grain_ / 4);
+    const auto from_front = [&](int64_t f, int64_t b) { return std::min(most, (b - f + 1) / 2); };
+    const auto from_back = [&](int64_t f, int64_t b) { return std::min(most, std::max<int64_t>(1, (b - f) / 4)); };
+    ParallelForChunks(homes, 1, [&](int64_t chunk, int64_t, int64_t) {
       float* row = rows ? rows + inner_ * chunk : nullptr;
-      for (int64_t o = begin; o < end; ++o) {
-        const RowStats stats = RowStatistics(simd, x + o * inner_, inner_, row);
-        const RowAffine affine = MakeRowAffine(stats, eps_);
-        const float* xr = std::is_same_v<T, float> ? reinterpret_cast<const float*>(x + o * inner_) : row;
-        NormalizeRow(simd, xr, y + o * inner_, inner_, affine, scale, bias);
-        if (mean_out) mean_out[o] = static_cast<float>(stats.mean);
-        if (inv_std_out) inv_std_out[o] = affine.inv_std;
-      }
+      auto run = [&](int64_t begin, int64_t end) {
+        for (int64_t o = begin; o < end; ++o) {
+          const RowStats stats = RowStatistics(simd, x + o * inner_, inner_, row);
+          const RowAffine affine = MakeRowAffine(stats, eps_);
+          const float* xr = std::is_same_v<T, float> ? reinterpret_cast<const float*>(x + o * inner_) : row;
+          NormalizeRow(simd, xr, y + o * inner_, inner_, affine, scale, bias);
+          if (mean_out) mean_out[o] = stats.mean_hi + stats.mean_lo;
+          if (inv_std_out) inv_std_out[o] = affine.inv_std;
+        }
+      };
+      int64_t o0 = 0;
+      for (int64_t got; (got = ranges.Claim(chunk, true, from_front, &o0)) > 0;) run(o0, o0 + got);
+      for (int64_t i = 1; i < homes; ++i)
+        for (int64_t got; (got = ranges.Claim((chunk + i) % homes, false, from_back, &o0)) > 0;) run(o0, o0 + got);
     });
   }
 
