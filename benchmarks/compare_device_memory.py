@@ -1,9 +1,12 @@
 """Two runtime configurations against each other on cached PopEFs: two checkouts (each built in
-place) or one checkout under two environments (e.g. TF_POPEF_HUGE_PAGES=0 against the default,
-TF_POPEF_MMAP_WEIGHTS=0 against the file mmap). Each round runs one process per side, which
+place) or one checkout under two environments (e.g. TF_POPEF_MMAP_WEIGHTS=0, the weights copied
+into device memory, against their file mmap). Each round runs one process per side, which
 loads every cell's PopEF, runs it `--warmup` times untimed and `--runs` times timed; the sides
 alternate (which goes first swaps every round). Prints the median over rounds of each cell's
 median ms, the load time, and the process's resident and AnonHugePages memory after the cell.
+--per-run also prints every timed run as `ms/other` (other: CPU ms the machine spent outside
+the timing process during that run, from /proc/stat, steal included), which tells a run slowed by
+another process from one slowed by the machine's state.
 
     .venv/bin/python benchmarks/compare_device_memory.py OLD NEW [--old-env K=V] [--new-env K=V] \
         --cells inception_v3:8:fp32 resnet50:1:fp16 ... [--rounds 4] [--runs 20] [--warmup 3]
@@ -45,6 +48,18 @@ def _memory_mib() -> dict:
     return out
 
 
+def _busy_seconds() -> float:
+    """CPU seconds the whole machine has been busy (all but idle and iowait; steal counts)."""
+    with open("/proc/stat") as f:
+        ticks = [int(v) for v in f.readline().split()[1:]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def _own_seconds() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
 def _time(cells, warmup: int, runs: int) -> None:
     """In the side's process: print {cell: {ms, load_ms, rss_mib, huge_mib}} as JSON."""
     from tf_popef_op import runtime
@@ -60,14 +75,17 @@ def _time(cells, warmup: int, runs: int) -> None:
                  for i in runner.get_execute_inputs()}
         for _ in range(warmup):
             runner.execute(feeds)
-        seconds = []
+        seconds, other = [], []
         for _ in range(runs if cell.split(":")[1] == "1" else max(3, runs // 2)):
+            busy, own = _busy_seconds(), _own_seconds()
             start = time.perf_counter()
             runner.execute(feeds)
             seconds.append(time.perf_counter() - start)
+            other.append(max(0.0, _busy_seconds() - busy - (_own_seconds() - own)))
         memory = _memory_mib()
         result[cell] = {"ms": float(np.median(seconds) * 1e3), "load_ms": load_ms,
-                        "rss_mib": memory["Rss"], "huge_mib": memory["AnonHugePages"]}
+                        "rss_mib": memory["Rss"], "huge_mib": memory["AnonHugePages"],
+                        "runs": [f"{t * 1e3:.0f}/{o * 1e3:.0f}" for t, o in zip(seconds, other)]}
         runner.close()
     print(json.dumps(result))
 
@@ -95,6 +113,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--runs", type=int, default=20, help="timed runs per cell (half at batch > 1)")
+    parser.add_argument("--per-run", action="store_true", help="print every timed run as ms/other-CPU-ms")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -118,12 +137,19 @@ def main():
           "old / new RSS MiB | old / new AnonHugePages MiB |")
     print("|---|---:|---:|---:|---|---:|---:|---:|")
     for cell in args.cells:
-        med = {s: {k: float(np.median([r[cell][k] for r in rounds[s]])) for k in rounds[s][0][cell]} for s in rounds}
+        med = {s: {k: float(np.median([r[cell][k] for r in rounds[s]])) for k in rounds[s][0][cell] if k != "runs"}
+               for s in rounds}
         per_round = " ".join(f"{n[cell]['ms'] / o[cell]['ms']:.2f}" for o, n in zip(rounds["old"], rounds["new"]))
         print(f"| {cell} | {med['old']['ms']:.2f} | {med['new']['ms']:.2f} | {med['new']['ms'] / med['old']['ms']:.2f} | "
               f"{per_round} | {med['old']['load_ms']:.0f} / {med['new']['load_ms']:.0f} | "
               f"{med['old']['rss_mib']:.0f} / {med['new']['rss_mib']:.0f} | "
               f"{med['old']['huge_mib']:.0f} / {med['new']['huge_mib']:.0f} |")
+    if args.per_run:
+        print("\nEvery timed run, ms/other (CPU ms spent outside the timing process), in the order run:")
+        for r in range(args.rounds):
+            for name, _, _ in sides[::1 if r % 2 == 0 else -1]:
+                for cell in args.cells:
+                    print(f"round {r} {name} {cell}: {' '.join(rounds[name][r][cell]['runs'])}")
 
 
 if __name__ == "__main__":

@@ -27,8 +27,8 @@ void Device::PrepareLoad(uint64_t weights_bytes, uint64_t arena_bytes, uint64_t 
   // At least one aligned block, so even an empty region has a valid base pointer.
   const uint64_t weights_size = std::max<uint64_t>(backed_weights_bytes, kDeviceAlignment);
   const uint64_t arena_size = std::max<uint64_t>(arena_bytes, kDeviceAlignment);
-  if (weights_.size() < weights_size) weights_.Resize(weights_size, false, AlignedBuffer::Pages::kHugeIfLarge);
-  if (arena_.size() < arena_size) arena_.Resize(arena_size, false, AlignedBuffer::Pages::kHugeIfLarge);
+  if (weights_.size() < weights_size) weights_.Resize(weights_size);
+  if (arena_.size() < arena_size) arena_.Resize(arena_size);
 }
 
 void Device::FinishLoad(uint64_t hash, int64_t elapsed_ns) {

@@ -90,7 +90,7 @@ ModelRunner::ModelRunner(std::shared_ptr<const PopefReader> popef, const Runtime
       std::vector<AlignedBuffer> buffers;
       if (plan.batched && (plan.batch > 1 || !plan.contiguous)) {
         for (const auto* list : {&plan.inputs, &plan.outputs})
-          for (const AnchorLayout& l : *list) buffers.emplace_back(anchors[l.anchor].desc.nbytes(), true, AlignedBuffer::Pages::kHugeIfLarge);
+          for (const AnchorLayout& l : *list) buffers.emplace_back(anchors[l.anchor].desc.nbytes(), true);
       }
       staging_.push_back(std::move(buffers));
       AlignedBuffer index(8, true);

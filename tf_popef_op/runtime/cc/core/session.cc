@@ -71,7 +71,7 @@ Session::Session(std::shared_ptr<const Executable> executable, Device& device)
       tables_[p].push_back(std::move(t));
     }
   }
-  scratch_.Resize(std::max<size_t>(exe_->scratch_bytes(), kDeviceAlignment), false, AlignedBuffer::Pages::kHugeIfLarge);
+  scratch_.Resize(std::max<size_t>(exe_->scratch_bytes(), kDeviceAlignment));
 }
 
 // Decides, per weight tensor, whether it is used in place from its LoadTensorData blob, and
