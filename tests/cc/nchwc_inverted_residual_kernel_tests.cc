@@ -7,8 +7,7 @@
 // (whole images per work item) and batch 1 (images cut into runs of rows per thread, or on small
 // planes run in two phases: runs of expanded channels, then of the project's outputs). The same
 // without the project stage (5 inputs, Y = D: EfficientNet's MBConv before its squeeze-and-excite)
-// with swish on both stages, against the two NchwcConv steps it replaces (in float16 its depthwise
-// reads a float32 copy of E's rows, widened once: still the same bits). Float16 1x1 weights both
+// with swish on both stages, against the two NchwcConv steps it replaces. Float16 1x1 weights both
 // as weights (read as float32 copies widened once) and as plain inputs (widened in registers).
 #include <algorithm>
 #include <cstdint>
@@ -246,8 +245,8 @@ std::vector<BlockCase> Cases() {
     cases.push_back(k);
   }
   cases.push_back({1, 8, 16, 16, 6, 7, 3, 2, 0, 0, 1, 1, false, 0, "Relu", "Clip", "", false});
-  // (float16: the depthwise reads E's rows widened once) bands of 1 on an odd plane with the zero
-  // pad rows below, a depthwise without activation and with HardSwish (in the tiles on every path)
+  // bands of 1 on an odd plane with the zero pad rows below, a depthwise without activation and
+  // with HardSwish (in the tiles on every path)
   cases.push_back({1, 16, 32, 32, 9, 11, 5, 2, 1, 2, 2, 2, false, 1, "Swish", "", "", false});
   cases.push_back({2, 8, 24, 24, 7, 5, 3, 1, 1, 1, 1, 1, false, 1, "Relu", "HardSwish", "", false});
   return cases;

@@ -38,9 +38,7 @@
 // is folded into the pointers. Every pixel sums its products in the same order as NchwcConv, so
 // the result is bit-identical to the three separate steps
 // (tests/cc/nchwc_inverted_residual_kernel_tests.cc). Float16 X, E, D and Y are read and written
-// as float16 (widened in registers, rounded once as stored); without a project stage the
-// depthwise reads a float32 copy of E's planes instead, each row widened once (exact), since its
-// window rows read every E row 3 or 5 times; float16 1x1 weights that are weights
+// as float16 (widened in registers, rounded once as stored); float16 1x1 weights that are weights
 // are read as float32 copies widened once, on the first run, as NchwcConv reads its own (exact:
 // the tiles then run the float32-weight loop with no conversion per tile).
 #include <algorithm>
@@ -55,7 +53,6 @@
 #include "tf_popef_op/runtime/cc/kernels/nchwc/nchwc_tiles.h"
 #include "tf_popef_op/runtime/cc/kernels/support/constant_copies.h"
 #include "tf_popef_op/runtime/cc/kernels/support/fp16_adapter.h"
-#include "tf_popef_op/runtime/cc/kernels/support/fp16_convert.h"
 #include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
 
 namespace tfpopef {
@@ -92,11 +89,6 @@ struct InvertedResidualParams {
   bool wide_expand = false, wide_project = false;
   int64_t expand_weight_count = 0, project_weight_count = 0;
   bool project_stage = true;  // false: Y is D (5 inputs)
-  // Float16 without a project stage: E's new rows widened once into float32 planes at
-  // e_wide_offset of the slice, which the depthwise reads, instead of widening each E vector
-  // once per window row (3 or 5) that reads it. Exact: the same bits as reading float16 E.
-  bool wide_e = false;
-  size_t e_wide_offset = 0;
   // Items: images x chunks of at most `chunk_rows` output rows x runs of `run_blocks` expanded channel
   // blocks (without a project stage only; else one run of all); each item in bands of `band_rows`.
   int64_t chunks_per_image = 1, chunk_rows = 0, band_rows = 0;
@@ -174,7 +166,6 @@ class NchwcInvertedResidualKernel final : public Kernel {
       char* base = static_cast<char*>(ctx.scratch) + slice * p_.slice_stride;
       AT* e_buf = reinterpret_cast<AT*>(base);
       AT* d_buf = reinterpret_cast<AT*>(base + p_.d_offset);
-      float* e_wide = p_.wide_e ? reinterpret_cast<float*>(base + p_.e_wide_offset) : nullptr;
       for (int64_t i = i0; i < i1; ++i) {
         const int64_t image = i / per_image, chunk = i % per_image / p_.runs_per_image;
         const int64_t run = i % p_.runs_per_image;
@@ -184,7 +175,7 @@ class NchwcInvertedResidualKernel final : public Kernel {
         const int64_t oy_begin = p_.oh * chunk / p_.chunks_per_image;
         const int64_t oy_end = p_.oh * (chunk + 1) / p_.chunks_per_image;
         const int64_t cb0 = run * p_.run_blocks, cb1 = std::min(p_.mid_blocks, cb0 + p_.run_blocks);
-        RunChunk(t, image, oy_begin, oy_end, cb0, cb1, e_buf, d_buf, d_full, e_wide);
+        RunChunk(t, image, oy_begin, oy_end, cb0, cb1, e_buf, d_buf, d_full);
       }
     });
     if (!p_.two_phase) return;
@@ -213,38 +204,33 @@ class NchwcInvertedResidualKernel final : public Kernel {
   }
 
   // Output rows [oy_begin, oy_end) of one image, band by band, expanded channel blocks [cb0, cb1)
-  // (all of them when the project runs band by band). E's planes are the blocks' own ones in e_buf;
-  // with p_.wide_e the depthwise reads their float32 copies in e_wide instead (the kept halo rows
-  // are moved there only), each new row widened once as the block's depthwise rows start.
+  // (all of them when the project runs band by band). E's planes are the blocks' own ones in e_buf.
   template <typename AT>
   void RunChunk(const Tensors<AT>& t, int64_t image, int64_t oy_begin, int64_t oy_end, int64_t cb0, int64_t cb1,
-                AT* e_buf, AT* d_buf, AT* d_full, float* e_wide) const {
+                AT* e_buf, AT* d_buf, AT* d_full) const {
     const AT* x_img = t.x + image * p_.in_blocks * p_.h * p_.w * kNchwcBlock;
     AT* y_img = t.y + image * p_.out_blocks * p_.oh * p_.ow * kNchwcBlock;
     const bool project_bands = p_.project_stage && !p_.two_phase;
     // Where D's planes go when no band projects them: Y (no project stage) or D's scratch.
     AT* d_planes = p_.two_phase ? d_full + image * p_.mid_blocks * p_.oh * p_.ow * kNchwcBlock : y_img;
     const int64_t e_row = p_.w * kNchwcBlock, e_plane = p_.buffer_rows * e_row;
-    const bool wide = std::is_same_v<AT, uint16_t> && e_wide != nullptr;
     int64_t have_lo = 0, have_hi = 0;  // input rows in E: [have_lo, have_hi), row have_lo in slot 0
     for (int64_t oy0 = oy_begin; oy0 < oy_end; oy0 += p_.band_rows) {
       const int64_t rows = std::min(oy_end - oy0, p_.band_rows);
       const int64_t first = oy0 * p_.sh - p_.pad_top;          // the band's first window row (< 0: pad)
       const int64_t last = (oy0 + rows - 1) * p_.sh - p_.pad_top + p_.kh;  // one past its last
       const int64_t lo = std::max<int64_t>(0, first), hi = std::min(p_.h, last);
-      int64_t kept = 0, shift = 0;  // rows kept from the band before, and by how many slots they move
+      int64_t kept = 0;
       if (have_lo <= lo && lo < have_hi) {
         kept = have_hi - lo;
-        shift = lo - have_lo;
-        if (!wide)
-          for (int64_t cb = cb0; cb < cb1; ++cb)
-            std::memmove(e_buf + cb * e_plane, e_buf + cb * e_plane + shift * e_row,
-                         static_cast<size_t>(kept * e_row) * sizeof(AT));
+        for (int64_t cb = cb0; cb < cb1; ++cb)
+          std::memmove(e_buf + cb * e_plane, e_buf + cb * e_plane + (lo - have_lo) * e_row,
+                       static_cast<size_t>(kept * e_row) * sizeof(AT));
       }
       Expand(t, x_img, lo, kept, hi - lo, cb0, cb1, e_buf);
       // Window rows past the input's bottom that fall inside E's planes read as the zero pads.
       const int64_t zero_to = std::min(p_.buffer_rows, last - lo);
-      if (zero_to > hi - lo && !wide)
+      if (zero_to > hi - lo)
         for (int64_t cb = cb0; cb < cb1; ++cb)
           std::fill(e_buf + cb * e_plane + (hi - lo) * e_row, e_buf + cb * e_plane + zero_to * e_row, AT{});
       have_lo = lo;
@@ -253,21 +239,8 @@ class NchwcInvertedResidualKernel final : public Kernel {
       gd.pad_top = lo - first;  // local row j's window starts at slot j·sh - pad_top
       // Unless the band is projected here, D's rows go to whole planes (gd.out_plane) from row oy0.
       AT* d_rows = project_bands ? d_buf : d_planes + oy0 * p_.ow * kNchwcBlock;
-      for (int64_t cb = cb0; cb < cb1; ++cb) {
-        if constexpr (std::is_same_v<AT, uint16_t>) {
-          if (wide) {
-            float* plane = e_wide + cb * e_plane;
-            if (kept > 0)
-              std::memmove(plane, plane + shift * e_row, static_cast<size_t>(kept * e_row) * sizeof(float));
-            WidenHalfToFloat(e_buf + cb * e_plane + kept * e_row, plane + kept * e_row, (hi - lo - kept) * e_row);
-            if (zero_to > hi - lo) std::fill(plane + (hi - lo) * e_row, plane + zero_to * e_row, 0.0f);
-            for (int64_t j = 0; j < rows; ++j)
-              p_.tiles.depthwise_row_wide_input(gd, e_wide, t.wd, t.depthwise, d_rows, 0, cb, j, 0, p_.ow);
-            continue;
-          }
-        }
+      for (int64_t cb = cb0; cb < cb1; ++cb)
         for (int64_t j = 0; j < rows; ++j) DepthwiseRow(gd, e_buf, t, d_rows, cb, j);
-      }
       if (project_bands) Project(t, x_img, y_img, oy0, rows, d_buf);
     }
   }
@@ -453,7 +426,6 @@ std::unique_ptr<Kernel> PrepareNchwcInvertedResidual(const KernelSpec& spec) {
   if (p.project_stage) p.project_weight_count = Product(spec.inputs[5].shape);
   if (spec.inputs[3].dtype != DType::kFloat32)  // (CreateNchwcInvertedResidual widens them)
     throw Error(ErrorCode::kInternal, spec.Where() + ": float16 depthwise weights reached the tiles");
-  p.wide_e = p.half && !p.project_stage;
   const int64_t band_rows = spec.attrs.Int("band_rows", 0);
   if (band_rows < 0)
     throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": attribute 'band_rows' is " + std::to_string(band_rows) +
@@ -481,9 +453,8 @@ std::unique_ptr<Kernel> PrepareNchwcInvertedResidual(const KernelSpec& spec) {
   // near-equal in a chunk.
   const int64_t mid = p.mid_blocks * kNchwcBlock;
   const int64_t run = p.run_blocks * kNchwcBlock;
-  const int64_t e_act = p.wide_e ? act + int64_t{sizeof(float)} : act;  // E's bytes per value (and its copy's)
   auto band_bytes = [&](int64_t b) {
-    return run * (e_act * ((b - 1) * p.sh + p.kh) * p.w + (project_bands ? act * b * p.ow : 0));
+    return act * run * (((b - 1) * p.sh + p.kh) * p.w + (project_bands ? b * p.ow : 0));
   };
   int64_t fit = band_rows;
   if (fit == 0)
@@ -517,8 +488,6 @@ std::unique_ptr<Kernel> PrepareNchwcInvertedResidual(const KernelSpec& spec) {
 
   p.d_offset = AlignUp(static_cast<size_t>(mid * p.buffer_rows * p.w * act));
   p.slice_bytes = p.d_offset + (project_bands ? AlignUp(static_cast<size_t>(mid * p.band_rows * p.ow * act)) : 0);
-  p.e_wide_offset = p.slice_bytes;
-  if (p.wide_e) p.slice_bytes += AlignUp(static_cast<size_t>(mid * p.buffer_rows * p.w) * sizeof(float));
   p.slices = std::min<int64_t>(threads, p.n * p.chunks_per_image * p.runs_per_image);
   // (Runs of rows only, where it was measured: MobileNetV2's blocks at batch 1.)
   p.slice_stride = p.chunks_per_image > 1 ? std::max(p.slice_bytes, kSliceStride) : p.slice_bytes;

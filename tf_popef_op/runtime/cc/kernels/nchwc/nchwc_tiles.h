@@ -112,10 +112,10 @@ using NchwcConvRowFn = void (*)(const NchwcGeometry& g, const AT* x, const WT* w
                                 float* partial, AT* y, int64_t n, int64_t ob0, int64_t obn, int64_t oy, int64_t ox0,
                                 int64_t ox1);
 // Depthwise (group == C == M, blocked input, float32 weights): block `cb` of image n, row oy,
-// columns [ox0, ox1). X and Y of one dtype, or float32 X into float16 Y (no sum).
-template <typename XT, typename YT = XT>
-using NchwcDepthwiseRowFn = void (*)(const NchwcGeometry& g, const XT* x, const float* w, const NchwcEpilogue& e,
-                                     YT* y, int64_t n, int64_t cb, int64_t oy, int64_t ox0, int64_t ox1);
+// columns [ox0, ox1).
+template <typename AT>
+using NchwcDepthwiseRowFn = void (*)(const NchwcGeometry& g, const AT* x, const float* w, const NchwcEpilogue& e,
+                                     AT* y, int64_t n, int64_t cb, int64_t oy, int64_t ox0, int64_t ox1);
 // Max pooling (windows clipped to the input): block `cb` of image n, row oy, all columns. With
 // zero_pads the pads are zeros (a folded zero Pad): a window reaching into them includes 0.
 template <typename AT>
@@ -138,9 +138,6 @@ struct NchwcTileFns {
   NchwcConvRowFn<uint16_t, float> conv_row_half_wide_weights;
   NchwcDepthwiseRowFn<float> depthwise_row;
   NchwcDepthwiseRowFn<uint16_t> depthwise_row_half;
-  // Float32 X (float16 activations widened once by the caller) into float16 Y: depthwise_row_half's
-  // bits on the float16 X, without widening every input vector once per window row reading it.
-  NchwcDepthwiseRowFn<float, uint16_t> depthwise_row_wide_input;
   NchwcMaxPoolRowFn<float> max_pool_row;
   NchwcMaxPoolRowFn<uint16_t> max_pool_row_half;
   NchwcAveragePoolRowFn<float> average_pool_row;

@@ -28,7 +28,7 @@ constexpr int kConvTileBlocks = 2;
 }  // namespace
 
 const NchwcTileFns kNchwcAvx2Tiles = {ConvRow<float, float>, ConvRow<float, uint16_t>, ConvRow<uint16_t, uint16_t>,
-                                      ConvRow<uint16_t, float>, DepthwiseRow<float>, DepthwiseRow<uint16_t>, DepthwiseRow<float, uint16_t>,
+                                      ConvRow<uint16_t, float>, DepthwiseRow<float>, DepthwiseRow<uint16_t>,
                                       MaxPoolRow<float>, MaxPoolRow<uint16_t>, AveragePoolRow<float>,
                                       AveragePoolRow<uint16_t>};
 
