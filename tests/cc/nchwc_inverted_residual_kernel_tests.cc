@@ -245,6 +245,10 @@ std::vector<BlockCase> Cases() {
     cases.push_back(k);
   }
   cases.push_back({1, 8, 16, 16, 6, 7, 3, 2, 0, 0, 1, 1, false, 0, "Relu", "Clip", "", false});
+  // bands of 1 on an odd plane with the zero pad rows below, a depthwise without activation and
+  // with HardSwish (in the tiles on every path)
+  cases.push_back({1, 16, 32, 32, 9, 11, 5, 2, 1, 2, 2, 2, false, 1, "Swish", "", "", false});
+  cases.push_back({2, 8, 24, 24, 7, 5, 3, 1, 1, 1, 1, 1, false, 1, "Relu", "HardSwish", "", false});
   return cases;
 }
 
