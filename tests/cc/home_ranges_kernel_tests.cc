@@ -18,8 +18,8 @@ namespace {
 
 using kernels::HomeRanges;
 
-// `threads` threads, thread t owning range t % homes (threads past `owners` never claim their
-// own range first), each claiming its own range from the front, then the others' from the back.
+// `threads` threads, thread t owning range t % homes: the first `owners` run RunHome (their own
+// range from the front, then the others' from the back), the rest claim every range from the back.
 void CheckClaims(int64_t n, int64_t homes, int threads, int owners) {
   const std::string where = "n " + std::to_string(n) + ", homes " + std::to_string(homes) + ", threads " +
                             std::to_string(threads) + ", owners " + std::to_string(owners);
@@ -30,17 +30,17 @@ void CheckClaims(int64_t n, int64_t homes, int threads, int owners) {
   const auto back = [](int64_t f, int64_t b) { return std::min<int64_t>(3, std::max<int64_t>(1, (b - f) / 4)); };
   auto body = [&](int t) {
     const int64_t home = t % homes;
-    int64_t first = 0;
-    auto take = [&](int64_t got) {
+    auto take = [&](int64_t first, int64_t got) {
+      if (first_claim[static_cast<size_t>(t)] < 0) first_claim[static_cast<size_t>(t)] = first;
       for (int64_t i = first; i < first + got; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
     };
-    if (t < owners)
-      for (int64_t got; (got = ranges.Claim(home, true, front, &first)) > 0;) {
-        if (first_claim[static_cast<size_t>(t)] < 0) first_claim[static_cast<size_t>(t)] = first;
-        take(got);
-      }
+    if (t < owners) {
+      ranges.RunHome(home, front, back, take);  // as the kernels run their shares
+      return;
+    }
+    int64_t first = 0;
     for (int64_t i = 0; i < homes; ++i)
-      for (int64_t got; (got = ranges.Claim((home + i) % homes, false, back, &first)) > 0;) take(got);
+      for (int64_t got; (got = ranges.Claim((home + i) % homes, false, back, &first)) > 0;) take(first, got);
   };
   std::vector<std::thread> pool;
   for (int t = 1; t < threads; ++t) pool.emplace_back(body, t);

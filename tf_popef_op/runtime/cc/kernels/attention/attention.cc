@@ -149,10 +149,7 @@ class AttentionKernel final : public Kernel {
         }
         RowBlock(ctx, bh, item % blocks_per_head_, kt, v, scores, inv_sum, q_rows, y_rows);
       };
-      int64_t item = 0;
-      while (ranges.Claim(chunk, true, one, &item) > 0) run(item);
-      for (int64_t i = 1; i < homes; ++i)
-        while (ranges.Claim((chunk + i) % homes, false, one, &item) > 0) run(item);
+      ranges.RunHome(chunk, one, one, [&](int64_t item, int64_t) { run(item); });
     });
   }
 

@@ -204,11 +204,7 @@ void RunPackedGemm(const PackedGemmTileFns& tiles, const PackedGemmArgs<T>& args
   };
   auto run_home = [&](int64_t home, int64_t, int64_t) {
     Buffers buf;
-    int64_t u0 = 0;
-    for (int64_t got; (got = ranges.Claim(home, true, from_front, &u0)) > 0;) run_range(u0, u0 + got, buf);
-    for (int64_t i = 1; i < homes; ++i)
-      for (int64_t got; (got = ranges.Claim((home + i) % homes, false, from_back, &u0)) > 0;)
-        run_range(u0, u0 + got, buf);
+    ranges.RunHome(home, from_front, from_back, [&](int64_t u0, int64_t got) { run_range(u0, u0 + got, buf); });
   };
   pool.ParallelForChunks(homes, 1, std::function<void(int64_t, int64_t, int64_t)>(std::ref(run_home)));
 }

@@ -13,10 +13,10 @@
 // Work: C is cut into strips of `rows` rows × blocks of up to kPackedGemmBlockColumns columns,
 // spread over the intra-op pool (a batch-1 dense layer keeps both cores busy: M = 128 rows are
 // 22 strips): each thread takes its own share of them in order, then strips from the back of the
-// others' shares, in groups that shrink as the shares run out. K is cut into blocks of kPackedGemmBlockDepth so an A strip stays in L1 while it
-// meets every panel of the column block; a thread runs its consecutive strips of one column
-// block in groups of up to kPackedGemmGroupStrips, K block by K block, so each K block of the
-// column block's packed B is read from L2 by every strip of the group (with K > 512, a whole
+// others' shares, in groups that shrink as the shares run out (home_ranges.h). K is cut into
+// blocks of kPackedGemmBlockDepth so an A strip stays in L1 while it meets every panel of the
+// column block; a thread runs its consecutive strips of one column block in groups of up to
+// kPackedGemmGroupStrips, K block by K block, so each K block of the column block's packed B is read from L2 by every strip of the group (with K > 512, a whole
 // column block of B is 768 KiB-3 MiB and would otherwise be re-read from L3 by every strip).
 // The tiles add bias and sum while the last K block's C is in registers (and narrow float16 C
 // there when no activation follows); the activation (and float16's sum and narrowing around

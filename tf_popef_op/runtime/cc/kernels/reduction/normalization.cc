@@ -351,10 +351,7 @@ class LayerNormKernel final : public Kernel {
           if (inv_std_out) inv_std_out[o] = affine.inv_std;
         }
       };
-      int64_t o0 = 0;
-      for (int64_t got; (got = ranges.Claim(chunk, true, from_front, &o0)) > 0;) run(o0, o0 + got);
-      for (int64_t i = 1; i < homes; ++i)
-        for (int64_t got; (got = ranges.Claim((chunk + i) % homes, false, from_back, &o0)) > 0;) run(o0, o0 + got);
+      ranges.RunHome(chunk, from_front, from_back, [&](int64_t o0, int64_t got) { run(o0, o0 + got); });
     });
   }
 

@@ -44,6 +44,16 @@ class HomeRanges {
     }
   }
 
+  // Thread `home`'s whole share: claims from its own range's front (take_front), then from the
+  // backs of the others' (take_back), calling run(first, count) for each claim until all are empty.
+  template <typename TakeFront, typename TakeBack, typename Run>
+  void RunHome(int64_t home, const TakeFront& take_front, const TakeBack& take_back, const Run& run) {
+    int64_t first = 0;
+    for (int64_t got; (got = Claim(home, true, take_front, &first)) > 0;) run(first, got);
+    for (int64_t i = 1; i < homes_; ++i)
+      for (int64_t got; (got = Claim((home + i) % homes_, false, take_back, &first)) > 0;) run(first, got);
+  }
+
  private:
   static uint64_t Pack(int64_t front, int64_t back) {
     return static_cast<uint64_t>(front) << 32 | static_cast<uint64_t>(back);
