@@ -638,22 +638,34 @@ KERNEL_TEST(Reduce_ShortKeptRuns_VsReference) {
       .Tolerance(1e-6, 1e-6).Run();
 }
 
+// LayerNorm over rows of `inner` elements, in double: Y, each row's mean and 1/sqrt(var + eps).
+struct LayerNormReference {
+  std::vector<double> y, mean, inv_std;
+};
+LayerNormReference ReferenceLayerNorm(const std::vector<double>& x, int64_t outer, int64_t inner,
+                                      const std::vector<double>& scale, const std::vector<double>& bias, double eps) {
+  LayerNormReference r{std::vector<double>(x.size()), std::vector<double>(static_cast<size_t>(outer)),
+                       std::vector<double>(static_cast<size_t>(outer))};
+  for (int64_t o = 0; o < outer; ++o) {
+    double m = 0, var = 0;
+    for (int64_t i = 0; i < inner; ++i) m += x[o * inner + i];
+    m /= inner;
+    for (int64_t i = 0; i < inner; ++i) var += (x[o * inner + i] - m) * (x[o * inner + i] - m);
+    var /= inner;
+    r.mean[o] = m;
+    r.inv_std[o] = 1.0 / std::sqrt(var + eps);
+    for (int64_t i = 0; i < inner; ++i) r.y[o * inner + i] = (x[o * inner + i] - m) * r.inv_std[o] * scale[i] + bias[i];
+  }
+  return r;
+}
+
 KERNEL_TEST(Normalization_And_Reduce_LargeTensors_VsReference) {
   const Shape s = {4, 96, 13, 17};
   const auto x = AsFloat32(RandomValues(NumElements(s), -4, 4, 31));
   // LayerNorm over the last two dims.
   const int64_t inner = 13 * 17, outer = 4 * 96;
   const auto scale = AsFloat32(RandomValues(inner, 0.5, 1.5, 32)), bias = AsFloat32(RandomValues(inner, -1, 1, 33));
-  std::vector<double> ln(x.size());
-  for (int64_t o = 0; o < outer; ++o) {
-    double mean = 0, var = 0;
-    for (int64_t i = 0; i < inner; ++i) mean += x[o * inner + i];
-    mean /= inner;
-    for (int64_t i = 0; i < inner; ++i) var += (x[o * inner + i] - mean) * (x[o * inner + i] - mean);
-    var /= inner;
-    for (int64_t i = 0; i < inner; ++i)
-      ln[o * inner + i] = (x[o * inner + i] - mean) / std::sqrt(var + 1e-5) * scale[i] + bias[i];
-  }
+  const std::vector<double> ln = ReferenceLayerNorm(x, outer, inner, scale, bias, 1e-5).y;
   KernelTester("LayerNormalization")
       .Attr("axis", 2)
       .Attr("epsilon", 1e-5)
@@ -739,22 +751,12 @@ KERNEL_TEST(LayerNorm_ConstantAndOffsetRows_BothPaths_VsReference) {
         }
       const auto scale = AsFloat32(RandomValues(inner, 0.5, 1.5, 950 + inner));
       const auto bias = AsFloat32(RandomValues(inner, -1, 1, 970 + inner));
-      std::vector<double> want(x.size()), mean(static_cast<size_t>(outer)), inv_std(static_cast<size_t>(outer));
-      for (int64_t o = 0; o < outer; ++o) {
-        double m = 0, var = 0;
-        for (int64_t i = 0; i < inner; ++i) m += x[o * inner + i];
-        m /= inner;
-        for (int64_t i = 0; i < inner; ++i) var += (x[o * inner + i] - m) * (x[o * inner + i] - m);
-        var /= inner;
-        mean[o] = m;
-        inv_std[o] = 1.0 / std::sqrt(var + 1e-5);
-        for (int64_t i = 0; i < inner; ++i)
-          want[o * inner + i] = (x[o * inner + i] - m) * inv_std[o] * scale[i] + bias[i];
-      }
+      const LayerNormReference want = ReferenceLayerNorm(x, outer, inner, scale, bias, 1e-5);
       KernelTester("LayerNormalization")
           .Attr("axis", 1).Attr("epsilon", 1e-5).Attr("mean_output", 1).Attr("inv_std_dev_output", 1)
           .AddInput(F32, {outer, inner}, x).AddInput(F32, {inner}, scale).AddInput(F32, {inner}, bias)
-          .AddOutput(F32, {outer, inner}, want).AddOutput(F32, {outer, 1}, mean).AddOutput(F32, {outer, 1}, inv_std)
+          .AddOutput(F32, {outer, inner}, want.y).AddOutput(F32, {outer, 1}, want.mean)
+          .AddOutput(F32, {outer, 1}, want.inv_std)
           .Tolerance(1e-5, 1e-5)
           .Run();
     }
