@@ -708,16 +708,7 @@ KERNEL_TEST(LayerNorm_Rows_BothPaths_VsReference) {
           for (int64_t o = 0; o < outer; ++o) x[o * inner] = 3e4 * (o % 2 ? 1 : -1);
         const auto scale = AsFloat32(RandomValues(inner, 0.5, 1.5, 700 + inner));
         const auto bias = AsFloat32(RandomValues(inner, -1, 1, 800 + inner));
-        std::vector<double> want(x.size());
-        for (int64_t o = 0; o < outer; ++o) {
-          double mean = 0, var = 0;
-          for (int64_t i = 0; i < inner; ++i) mean += x[o * inner + i];
-          mean /= inner;
-          for (int64_t i = 0; i < inner; ++i) var += (x[o * inner + i] - mean) * (x[o * inner + i] - mean);
-          var /= inner;
-          for (int64_t i = 0; i < inner; ++i)
-            want[o * inner + i] = (x[o * inner + i] - mean) / std::sqrt(var + 1e-6) * scale[i] + bias[i];
-        }
+        const std::vector<double> want = ReferenceLayerNorm(x, outer, inner, scale, bias, 1e-6).y;
         // A few float roundings of normalized values up to ~2 (the reference reads the same
         // float inputs, so the offset rows need no more).
         const double tol = 1e-5;
