@@ -1,12 +1,15 @@
 // One core's packed-GEMM tile loop, outside the runtime: C[M, N] = A[M, K] · B (B already packed)
 // through the AVX-512 register tiles of packed_gemm_tiles.inc built as ROWS rows × PV vectors of
 // 16 floats, with packed_gemm.cc's blocking (column blocks of `cb`, K blocks of `kc`, groups of
-// `g` strips) and strip-then-panel (order 0) or panel-then-strip (order 1) loops; no bias, sum,
-// epilogue or threads. Best (and median) of 15 × 3 runs, GFLOP/s. For trying tile shapes and blockings before
-// touching the library (a 6×4 build is the library's AVX-512 tile):
+// `g` strips) and strip-then-panel (order 0) or panel-then-strip (order 1) loops; no bias, sum
+// or threads. epi: no epilogue (0), a bias added in the tile and then the Gelu over each strip's
+// rows once its last K block is in, as packed_gemm.cc's finish_strip does (1), the bias and the
+// Gelu in the tile's registers before the store (2), or only the bias (3). Best (and median) of
+// 15 × 3 runs, GFLOP/s. For trying tile shapes, blockings and epilogues before touching the
+// library (a 6×4 build is the library's AVX-512 tile):
 //
 //   g++ -std=c++17 -O3 -march=native -I. -DROWS=6 -DPV=4 benchmarks/cc/packed_gemm_tile_timing.cc -o tile_6x4
-//   ./tile_6x4 M K N [kc=512] [cb=256] [g=8] [order=0]
+//   ./tile_6x4 M K N [kc=512] [cb=256] [g=8] [order=0] [epi=0]
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -33,6 +36,9 @@ inline V VLoadHalf(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si25
 inline void VStoreHalf(uint16_t* p, V v) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
+#include "tf_popef_op/runtime/cc/kernels/support/vector_math_gelu16.inc"
+constexpr bool kTileGelu = true;
+inline V VGelu(V v) { return Gelu16(v); }
 #include "tf_popef_op/runtime/cc/kernels/support/packed_gemm_tiles.inc"
 }}}
 using namespace tfpopef::kernels;
@@ -40,12 +46,34 @@ int main(int argc, char** argv) {
   int64_t m = atoll(argv[1]), k = atoll(argv[2]), n = atoll(argv[3]);
   int64_t depth_blk = argc > 4 ? atoll(argv[4]) : 512, colblk = argc > 5 ? atoll(argv[5]) : 256, group = argc > 6 ? atoll(argv[6]) : 8;
   int order = argc > 7 ? atoi(argv[7]) : 0;
+  const int epi = argc > 8 ? atoi(argv[8]) : 0;
   const auto& t = kFns;
   int64_t pw = t.panel_width, rows = t.rows;
   std::vector<float> a(m * k), b(k * ((n + 15) / 16 * 16)), c(m * n);
   for (auto& x : a) x = (rand() % 100) / 100.f;
   for (auto& x : b) x = (rand() % 100) / 100.f;
+  std::vector<float> bias(n);
+  for (auto& x : bias) x = (rand() % 100) / 100.f - 2.0f;
+  // the Gelu over rows of C (vmath::Gelu's AVX-512 loop)
+  auto gelu_rows = [&](float* c0, int64_t nr, int64_t cols) {
+    for (int64_t r = 0; r < nr; ++r) {
+      float* y = c0 + r * n;
+      int64_t i = 0;
+      for (; i + 16 <= cols; i += 16) _mm512_storeu_ps(y + i, Gelu16(_mm512_loadu_ps(y + i)));
+      if (i < cols) {
+        const __mmask16 mask = static_cast<__mmask16>((1u << (cols - i)) - 1u);
+        _mm512_mask_storeu_ps(y + i, mask, Gelu16(_mm512_maskz_loadu_ps(mask, y + i)));
+      }
+    }
+  };
   int64_t strips = (m + rows - 1) / rows, blocks = (n + colblk - 1) / colblk;
+  PackedGemmTileAdd add;
+  auto add_of = [&](bool last, int64_t j0) -> const PackedGemmTileAdd* {
+    if (epi == 0 || !last) return nullptr;
+    add.bias = bias.data() + j0;
+    add.gelu = epi == 2;
+    return &add;
+  };
   auto run = [&]() {
     for (int64_t blk = 0; blk < blocks; ++blk) {
       int64_t c0 = blk * colblk, cols = std::min(colblk, n - c0);
@@ -59,8 +87,9 @@ int main(int argc, char** argv) {
               for (int64_t j0 = c0; j0 < c0 + cols; j0 += pw) {
                 int64_t width = std::min(pw, (n - j0 + 15) / 16 * 16);
                 t.tile(nr, std::min(width, n - j0), depth, a.data() + s * rows * k + p0, k, b.data() + j0 * k + p0 * width, width,
-                       c.data() + s * rows * n + j0, n, p0 > 0, nullptr);
+                       c.data() + s * rows * n + j0, n, p0 > 0, add_of(p0 + depth == k, j0));
               }
+              if (epi == 1 && p0 + depth == k) gelu_rows(c.data() + s * rows * n + c0, nr, cols);
             }
           } else {
             for (int64_t j0 = c0; j0 < c0 + cols; j0 += pw) {
@@ -68,9 +97,11 @@ int main(int argc, char** argv) {
               for (int64_t s = s0; s < s1; ++s) {
                 int64_t nr = std::min(rows, m - s * rows);
                 t.tile(nr, std::min(width, n - j0), depth, a.data() + s * rows * k + p0, k, b.data() + j0 * k + p0 * width, width,
-                       c.data() + s * rows * n + j0, n, p0 > 0, nullptr);
+                       c.data() + s * rows * n + j0, n, p0 > 0, add_of(p0 + depth == k, j0));
               }
             }
+            if (epi == 1 && p0 + depth == k)
+              for (int64_t s = s0; s < s1; ++s) gelu_rows(c.data() + s * rows * n + c0, std::min(rows, m - s * rows), cols);
           }
         }
       }
@@ -85,6 +116,6 @@ int main(int argc, char** argv) {
   }
   std::sort(times.begin(), times.end());
   const double best = times[0], median = times[times.size() / 2];
-  printf("R%d PV%d %ldx%ldx%ld kc=%ld cb=%ld g=%ld order=%d: %.3f ms %.1f GFLOP/s (median of 15: %.1f)\n", ROWS, PV, m, k, n, depth_blk, colblk, group, order,
+  printf("R%d PV%d %ldx%ldx%ld kc=%ld cb=%ld g=%ld order=%d epi=%d: %.3f ms %.1f GFLOP/s (median of 15: %.1f)\n", ROWS, PV, m, k, n, depth_blk, colblk, group, order, epi,
          best * 1e3, 2.0 * m * k * n / best / 1e9, 2.0 * m * k * n / median / 1e9);
 }

@@ -8,6 +8,7 @@
 // Run by kernel_tests.cc (tests/cc/test_kernels_cc.py).
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -195,6 +196,42 @@ KERNEL_TEST(PackedGemm_Float16_EveryTileBuild_BitIdenticalToFloat32RoundedOnce) 
               return;
             }
         }
+}
+
+// The Gelu epilogue, whether the tiles apply it in registers (PackedGemmTileFns::gelu: the
+// AVX-512 build) or a pass over the stored rows does: on every SIMD path with that path's tiles,
+// C is, bit for bit, vmath::Gelu of the same GEMM's C without the activation (whose accuracy
+// VectorMath_Accuracy_BothPaths checks); partial panels included.
+KERNEL_TEST(PackedGemm_Gelu_EverySimdPath_BitIdenticalToVectorMathGelu) {
+  kernels::ThreadPool two(2);
+  ForEachSimdPath([&] {
+    const PackedGemmTileFns& tiles = kernels::PackedGemmTiles();
+    uint32_t seed = 56000;
+    for (const GemmShape& s : kShapes)
+      for (bool with_sum : {false, true}) {
+        seed += 4;
+        Variant gelu;
+        gelu.bias = true;
+        gelu.sum = with_sum;
+        gelu.activation = "GeluErf";
+        Variant none = gelu;
+        none.activation = "";
+        const auto a = AsFloat32(RandomValues(s.m * s.k, -2, 2, seed));
+        const auto b = AsFloat32(RandomValues(s.k * s.n, -1, 1, seed + 1));
+        const auto bias = AsFloat32(RandomValues(s.n, -3, 3, seed + 2));
+        const auto sum = AsFloat32(RandomValues(s.m * s.n, -4, 4, seed + 3));
+        const std::vector<float> got = RunOnValues<float>(tiles, two, s, gelu, a, b, bias, sum);
+        std::vector<float> want = RunOnValues<float>(tiles, two, s, none, a, b, bias, sum);
+        kernels::vmath::Gelu(want.data(), want.data(), s.m * s.n);
+        for (size_t i = 0; i < static_cast<size_t>(s.m * s.n); ++i)
+          if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) {
+            Fail("M " + std::to_string(s.m) + " N " + std::to_string(s.n) + " K " + std::to_string(s.k) +
+                 (with_sum ? " sum" : "") + ": C[" + std::to_string(i / s.n) + ", " + std::to_string(i % s.n) +
+                 "] = " + std::to_string(got[i]) + ", vmath::Gelu of C without it " + std::to_string(want[i]));
+            return;
+          }
+      }
+  });
 }
 
 // Batched products (attention's): each batch entry's A, packed B and C at its own offset.

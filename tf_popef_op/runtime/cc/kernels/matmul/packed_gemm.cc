@@ -63,9 +63,10 @@ void RunPackedGemm(const PackedGemmTileFns& tiles, const PackedGemmArgs<T>& args
   const int64_t strips = (m + rows - 1) / rows;
   const int64_t blocks = (n + kPackedGemmBlockColumns - 1) / kPackedGemmBlockColumns;
   // Rows are finished (activation, and float16's sum and narrowing around it) only after an
-  // activation: without one, the tiles add bias and sum as they store the last K block, and
-  // narrow float16 C there (half_store).
-  const bool finish_rows = !args.epilogue.is_identity();
+  // activation the tiles do not apply: otherwise the tiles add bias and sum (and the Gelu, where
+  // they take it) as they store the last K block, and narrow float16 C there (half_store).
+  const bool tile_gelu = tiles.gelu && args.epilogue.activation == Activation::kGeluErf;
+  const bool finish_rows = !args.epilogue.is_identity() && !tile_gelu;
   const bool half_store = kHalf && !finish_rows;
   // A thread's buffers, reused over the units it runs.
   struct Buffers {
@@ -150,8 +151,9 @@ void RunPackedGemm(const PackedGemmTileFns& tiles, const PackedGemmArgs<T>& args
             if (args.sum != nullptr) add.sum = args.sum + c_at(s);
           }
           add.ldsum = args.ldc;
+          add.gelu = tile_gelu;
         }
-        const bool adds = add.bias != nullptr || add.sum != nullptr || add.half_c != nullptr;
+        const bool adds = add.bias != nullptr || add.sum != nullptr || add.half_c != nullptr || add.gelu;
         for (int64_t j0 = c0; j0 < c0 + cols; j0 += b.panel_width) {
           const int64_t width = b.stored_width(j0);
           PackedGemmTileAdd panel_add = add;

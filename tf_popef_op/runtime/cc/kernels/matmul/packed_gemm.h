@@ -6,9 +6,9 @@
 // A, bias, sum and C are all float or all float16 (uint16_t bits); B is packed to float32 from
 // float or float16 (so a float16 model's weights are widened once, with alpha folded in).
 // float16 A rows are widened a strip at a time into an L1 buffer, and C is narrowed once, to
-// nearest even, after the epilogue (without an activation: by the tiles' last store, the float16
-// sum widened there too), so a float16 GEMM computes in float32 and rounds once, as the float16
-// adapter would, without widening whole tensors.
+// nearest even, after the epilogue (without an activation, or with a Gelu the tiles apply: by
+// the tiles' last store, the float16 sum widened there too), so a float16 GEMM computes in
+// float32 and rounds once, as the float16 adapter would, without widening whole tensors.
 //
 // Work: C is cut into strips of `rows` rows × blocks of up to kPackedGemmBlockColumns columns,
 // spread over the intra-op pool (a batch-1 dense layer keeps both cores busy: M = 128 rows are
@@ -18,9 +18,10 @@
 // column block; a thread runs its consecutive strips of one column block in groups of up to
 // kPackedGemmGroupStrips, K block by K block, so each K block of the column block's packed B is read from L2 by every strip of the group (with K > 512, a whole
 // column block of B is 768 KiB-3 MiB and would otherwise be re-read from L3 by every strip).
-// The tiles add bias and sum while the last K block's C is in registers (and narrow float16 C
-// there when no activation follows); the activation (and float16's sum and narrowing around
-// it) then runs on each row of the strip while it is in L1.
+// The tiles add bias and sum while the last K block's C is in registers (and the Gelu where
+// the tiles take it, PackedGemmTileFns::gelu; and narrow float16 C there when no other
+// activation follows); another activation (and float16's sum and narrowing around it) then
+// runs on each row of the strip while it is in L1.
 #pragma once
 
 #include <cstdint>

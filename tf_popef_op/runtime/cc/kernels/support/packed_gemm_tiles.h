@@ -28,17 +28,21 @@ struct PackedGemmTileAdd {
   const uint16_t* half_sum = nullptr;
   uint16_t* half_c = nullptr;
   int64_t ldhalf = 0;
+  // Only where PackedGemmTileFns::gelu: Gelu (erf form, vmath::Gelu's bits) of the result, in
+  // registers before the store, instead of a pass over the stored rows.
+  bool gelu = false;
 };
 
 struct PackedGemmTileFns {
   int64_t rows;         // A rows per tile (the most `tile` takes)
   int64_t lanes;        // floats per vector: panel widths are multiples of it
   int64_t panel_width;  // columns per packed panel of B (the last one may be narrower)
+  bool gelu;            // whether the tiles take PackedGemmTileAdd::gelu (the AVX-512 build)
   // C[r·ldc + j] = (accumulate ? C[r·ldc + j] : 0) + Σ_p a[r·lda + p] · b[p·width + j] for
   // r < rows (1..this->rows), j < cols; width is the panel's stored width (a multiple of lanes,
   // at most panel_width) and cols <= width the columns of it that exist (the rest is padding).
   // add (or null): bias and sum added to that, C[r·ldc + j] + bias[j] + sum[r·ldsum + j], stored
-  // to C or, with add->half_c, narrowed to float16 there.
+  // to C or, with add->half_c, narrowed to float16 there; with add->gelu, the Gelu of that.
   void (*tile)(int64_t rows, int64_t cols, int64_t k, const float* a, int64_t lda, const float* b, int64_t width,
                float* c, int64_t ldc, bool accumulate, const PackedGemmTileAdd* add);
 };

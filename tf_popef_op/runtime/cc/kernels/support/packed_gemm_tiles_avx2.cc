@@ -23,6 +23,8 @@ using V = __m256;
 constexpr int64_t kLanes = 8;
 constexpr int kTileRows = 6;
 constexpr int kPanelVectors = 2;
+constexpr bool kTileGelu = false;
+inline V VGelu(V v) { return v; }
 inline V VZero() { return _mm256_setzero_ps(); }
 inline V VLoad(const float* p) { return _mm256_loadu_ps(p); }
 inline void VStore(float* p, V v) { _mm256_storeu_ps(p, v); }

@@ -1,6 +1,7 @@
 // The AVX-512 build of the packed-GEMM tiles (packed_gemm_tiles.inc): 6 rows × 4 vectors of 16
 // floats, 24 accumulators of the 32 registers; each step of k does 4 panel loads and 6
-// broadcasts (folded into the multiply-adds) for 24 multiply-adds. Entered only through
+// broadcasts (folded into the multiply-adds) for 24 multiply-adds; a Gelu epilogue is
+// vector_math_avx512.cc's Gelu16, applied in registers. Entered only through
 // PackedGemmTiles() after the CPU check.
 #include <array>
 #include <cstddef>
@@ -34,6 +35,10 @@ inline V VLoadHalf(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si25
 inline void VStoreHalf(uint16_t* p, V v) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
+
+#include "tf_popef_op/runtime/cc/kernels/support/vector_math_gelu16.inc"
+constexpr bool kTileGelu = true;
+inline V VGelu(V v) { return Gelu16(v); }
 
 #include "tf_popef_op/runtime/cc/kernels/support/packed_gemm_tiles.inc"
 

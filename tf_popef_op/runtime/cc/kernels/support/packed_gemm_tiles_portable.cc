@@ -23,6 +23,8 @@ constexpr int64_t kLanes = 8;
 // 4 rows × 2 vectors: 8 accumulators, 16 SSE registers on a baseline x86-64.
 constexpr int kTileRows = 4;
 constexpr int kPanelVectors = 2;
+constexpr bool kTileGelu = false;
+inline V VGelu(V v) { return v; }
 inline V VZero() { return V{}; }
 inline V VLoad(const float* p) {
   V v;
