@@ -1,7 +1,8 @@
 // The functions of vector_math.h's AVX-512 path that gain from 16 lanes and AVX-512's
 // instructions (the rest of that path is the AVX2 code): Gelu, whose coefficient tables are
 // one vpermt2ps / vpermps per 16 lanes and whose exponent scaling (vscalefps rounds denormal
-// results once) and sign blend are each one instruction here, Exp and the softmax's
+// results once) and sign blend are each one instruction here (vector_math_gelu16.inc, shared
+// with the AVX-512 packed-GEMM tiles), Exp and the softmax's
 // ExpShiftedSum (the same 2^(j/16) table), and Sigmoid and Swish (vector_math_avx512.inc: the
 // AVX2 path's bits, ~0.7 of its time). Compiled for AVX-512F and
 // AVX-512VL whatever the build's -march (target_pragma.h); entered only through vector_math.cc
