@@ -219,7 +219,7 @@ std::unique_ptr<Kernel> PrepareNchwcWinogradConv(const KernelSpec& spec) {
   pg.h = pg.oh = 1;
   // Split by output channels over so few tiles that each weight feeds at most kPrefetchMaxTiles of
   // them (a 7x7 plane: 16), the products wait on U's stream from memory: each thread's tiles ask
-  // for U's lines a pass of input blocks ahead (into L2), so those misses overlap the products.
+  // for U's lines a pass of input blocks ahead (prefetcht2), so those misses overlap the products.
   if (p.channel_groups > 1 && p.tiles <= kPrefetchMaxTiles) pg.prefetch_weight_blocks = kPrefetchWeightBlocks;
   pg.in_blocks_per_pass =
       std::max<int64_t>(1, kPassWeightBytes / (kNchwcBlock * p.group_blocks * kNchwcBlock * int64_t{sizeof(float)}));
