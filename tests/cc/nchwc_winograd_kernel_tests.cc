@@ -180,7 +180,8 @@ std::vector<WinogradCase> Geometries() {
       {1, 72, 512, 4, 5, 1, 1, 1, 1, 0},    // several passes over the input channels
       // Tiles that fit one chunk, with at least 32 output blocks, split them into groups: unequal
       // groups (paired: 30 + 28 blocks), and several passes over the input channels per group (17
-      // input blocks).
+      // input blocks). With at most 24 tiles (both) the AVX-512 paired products prefetch U ahead,
+      // past the last group's end at the last point.
       {1, 16, 464, 7, 7, 1, 1, 1, 1, 0},
       {1, 136, 512, 4, 5, 1, 1, 1, 1, 0},
   });

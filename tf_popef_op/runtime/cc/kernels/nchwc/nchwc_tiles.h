@@ -54,6 +54,8 @@ struct NchwcGeometry {
   // AVX-512 paired tiles stream, and not with a sigmoid-family epilogue; the other tiles store as
   // usual (same values). The caller fences (StreamFence) before Y is read by another thread.
   bool stream_output = false;
+  // Input blocks ahead of the current one whose weights the AVX-512 paired tiles prefetch (0: none).
+  int64_t prefetch_weight_blocks = 0;
   // Elements between input / output blocks when the rows are part of larger planes (a band of
   // rows of NchwcInvertedResidual); 0: the planes are h·w / oh·ow pixels.
   int64_t in_plane = 0, out_plane = 0;

@@ -56,6 +56,10 @@ constexpr int64_t kWeightReuseTiles = 48;
 // in L2 while the chunk's tiles use them (as NchwcConv's kPassWeightBytes).
 constexpr int64_t kPassWeightBytes = 128 * 1024;
 constexpr size_t kScratchAlign = 64;
+// Channel-split layers of at most this many tiles prefetch U, kPrefetchWeightBlocks input blocks
+// ahead of the products' tiles (ResNet50's 512->512 at 7x7, batch 1: 16 tiles; its 14x14 layers,
+// 49 tiles, were 4-7 % slower with the prefetch; docs/benchmarks.md).
+constexpr int64_t kPrefetchMaxTiles = 24, kPrefetchWeightBlocks = 16;
 
 // Output-block groups of a layer whose tiles fit one chunk: the pool's threads, and at least 2 so
 // that a one-thread pool runs the same items (the results do not depend on the split: each output
@@ -213,6 +217,10 @@ std::unique_ptr<Kernel> PrepareNchwcWinogradConv(const KernelSpec& spec) {
   pg.out_blocks = g.out_blocks;
   pg.out_group = group;
   pg.h = pg.oh = 1;
+  // Split by output channels over so few tiles that each weight feeds at most kPrefetchMaxTiles of
+  // them (a 7x7 plane: 16), the products wait on U's stream from memory: each thread's tiles ask
+  // for U's lines a pass of input blocks ahead (prefetcht2), so those misses overlap the products.
+  if (p.channel_groups > 1 && p.tiles <= kPrefetchMaxTiles) pg.prefetch_weight_blocks = kPrefetchWeightBlocks;
   pg.in_blocks_per_pass =
       std::max<int64_t>(1, kPassWeightBytes / (kNchwcBlock * p.group_blocks * kNchwcBlock * int64_t{sizeof(float)}));
   p.products_row = NchwcTiles().conv_row;
