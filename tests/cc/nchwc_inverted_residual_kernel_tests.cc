@@ -18,6 +18,7 @@
 #include "tests/cc/kernel_tester.h"
 #include "tests/cc/reference_ops.h"
 #include "tests/cc/simd_paths.h"
+#include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
 
 namespace tfpopef {
 namespace test {
@@ -192,6 +193,26 @@ std::vector<double> ChainedSteps(const BlockCase& k, const BlockData& d, DType d
                      k.residual ? &x : nullptr, BlockedShape(k.n, k.cout, oh, ow));
 }
 
+// Whether the kernel keeps float32 band buffers for float16 k with constant 1x1 weights: where it
+// runs k in two phases (fewer images than threads, whose runs of rows would expand more than a
+// fifth of the plane's rows twice, D within the 512 KiB band budget) and D's float32 planes fit
+// that budget too (nchwc_inverted_residual.cc). E and D are then not rounded to float16: the
+// result is the three float32 steps' on the same values, rounded once.
+bool Float16FloatBands(const BlockCase& k) {
+  const int64_t threads = tfpopef::kernels::ThreadPool::Global().num_threads();
+  if (!k.project || k.n >= threads) return false;
+  const int64_t cuts = std::clamp<int64_t>((threads + k.n - 1) / k.n, 1, std::max<int64_t>(1, k.oh()));
+  auto window_rows = [&](int64_t oy0, int64_t oy1) {
+    return std::min(k.h, (oy1 - 1) * k.s - k.pt + k.k) - std::max<int64_t>(0, oy0 * k.s - k.pt);
+  };
+  const int64_t rows = (k.oh() + cuts - 1) / cuts;
+  int64_t expanded = 0;
+  for (int64_t oy = 0; oy < k.oh(); oy += rows)
+    expanded += std::max<int64_t>(0, window_rows(oy, std::min(k.oh(), oy + rows)));
+  const int64_t d_bytes = 4 * k.cexp * k.oh() * k.ow();  // float32
+  return 5 * (expanded - window_rows(0, k.oh())) > k.h && d_bytes <= 512 * 1024;
+}
+
 std::vector<BlockCase> Cases() {
   std::vector<BlockCase> cases = {
       // MobileNetV2's stride-1 residual block (t = 6) on a 14x14 plane: bands of 1, 3 and by budget
@@ -280,13 +301,26 @@ KERNEL_TEST(NchwcInvertedResidual_EveryPath_BitIdenticalToThreeNchwcConvs) {
       for (const BlockCase& k : Cases()) {
         const BlockData d = RandomBlock(k, seed += 8, dtype);
         const size_t failures = CurrentFailures().size();
+        // float16 with float32 band buffers: the float32 steps on the same (float16) values, rounded once
+        const bool float_bands = dtype == F16 && Float16FloatBands(k);
         FusedTester(k, d, dtype)
-            .AddOutput(dtype, BlockedShape(k.n, k.cout, k.oh(), k.ow()), ChainedSteps(k, d, dtype))
+            .AddOutput(dtype, BlockedShape(k.n, k.cout, k.oh(), k.ow()),
+                       float_bands ? AsFloat16(ChainedSteps(k, d, F32)) : ChainedSteps(k, d, dtype))
             .Tolerance(0, 0)
             .Run();
-        Label(failures, k.Describe() + (dtype == F16 ? " float16" : " float32") + " vs NchwcConv x3");
+        Label(failures, k.Describe() + (dtype == F16 ? " float16" : " float32") +
+                            (float_bands ? " (float32 bands) vs float32 NchwcConv x3 rounded once" : " vs NchwcConv x3"));
       }
   });
+}
+
+// The float32 band buffers are taken at batch 1 on two threads or more by the 7x7 blocks of
+// Cases() (on one thread by none): guards Float16FloatBands against a rule no case reaches.
+KERNEL_TEST(NchwcInvertedResidual_Float16FloatBands_ReachedByTheCases) {
+  int64_t reached = 0;
+  for (const BlockCase& k : Cases()) reached += Float16FloatBands(k) ? 1 : 0;
+  if (tfpopef::kernels::ThreadPool::Global().num_threads() >= 2) EXPECT_TRUE(reached >= 3);
+  else EXPECT_TRUE(reached == 0);
 }
 
 KERNEL_TEST(NchwcInvertedResidual_EveryPath_Float16WeightsNotConstant_BitIdenticalToThreeNchwcConvs) {

@@ -40,7 +40,10 @@
 // (tests/cc/nchwc_inverted_residual_kernel_tests.cc). Float16 X, E, D and Y are read and written
 // as float16 (widened in registers, rounded once as stored); float16 1x1 weights that are weights
 // are read as float32 copies widened once, on the first run, as NchwcConv reads its own (exact:
-// the tiles then run the float32-weight loop with no conversion per tile).
+// the tiles then run the float32-weight loop with no conversion per tile). A float16 block in two
+// phases with those copies keeps E and D in float32 instead (D whole, read by every project item,
+// without a conversion per broadcast): its result is the three float32 steps' on the same values,
+// rounded once.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -89,6 +92,10 @@ struct InvertedResidualParams {
   bool wide_expand = false, wide_project = false;
   int64_t expand_weight_count = 0, project_weight_count = 0;
   bool project_stage = true;  // false: Y is D (5 inputs)
+  // Float16 X and Y with float32 E and D (two phases only): no conversion of E or D, and one
+  // rounding fewer than the three steps (the float32 steps' result on the same values, rounded
+  // once). Larger planes keep float16 buffers: float32 ones halve their bands (docs/benchmarks.md).
+  bool float_bands = false;
   // Items: images x chunks of at most `chunk_rows` output rows x runs of `run_blocks` expanded channel
   // blocks (without a project stage only; else one run of all); each item in bands of `band_rows`.
   int64_t chunks_per_image = 1, chunk_rows = 0, band_rows = 0;
@@ -121,8 +128,9 @@ class NchwcInvertedResidualKernel final : public Kernel {
   size_t scratch_bytes() const override { return p_.scratch_bytes; }
 
   void Run(const KernelContext& ctx) const override {
-    if (p_.half) RunOn<uint16_t>(ctx);
-    else RunOn<float>(ctx);
+    if (p_.half && p_.float_bands) RunOn<uint16_t, float>(ctx);
+    else if (p_.half) RunOn<uint16_t, uint16_t>(ctx);
+    else RunOn<float, float>(ctx);
   }
 
  private:
@@ -137,7 +145,7 @@ class NchwcInvertedResidualKernel final : public Kernel {
     NchwcEpilogue expand, depthwise, project;
   };
 
-  template <typename AT>
+  template <typename AT, typename BT>
   void RunOn(const KernelContext& ctx) const {
     Tensors<AT> t;
     t.x = static_cast<const AT*>(ctx.inputs[0]);
@@ -161,11 +169,11 @@ class NchwcInvertedResidualKernel final : public Kernel {
     const int64_t per_image = p_.chunks_per_image * p_.runs_per_image;
     const int64_t items = p_.n * per_image;
     if (items == 0) return;
-    AT* d_full = reinterpret_cast<AT*>(static_cast<char*>(ctx.scratch) + p_.d_full_offset);
+    BT* d_full = reinterpret_cast<BT*>(static_cast<char*>(ctx.scratch) + p_.d_full_offset);
     ParallelForChunks(items, 1, [&](int64_t slice, int64_t i0, int64_t i1) {
       char* base = static_cast<char*>(ctx.scratch) + slice * p_.slice_stride;
-      AT* e_buf = reinterpret_cast<AT*>(base);
-      AT* d_buf = reinterpret_cast<AT*>(base + p_.d_offset);
+      BT* e_buf = reinterpret_cast<BT*>(base);
+      BT* d_buf = reinterpret_cast<BT*>(base + p_.d_offset);
       for (int64_t i = i0; i < i1; ++i) {
         const int64_t image = i / per_image, chunk = i % per_image / p_.runs_per_image;
         const int64_t run = i % p_.runs_per_image;
@@ -184,7 +192,7 @@ class NchwcInvertedResidualKernel final : public Kernel {
       for (int64_t i = i0; i < i1; ++i) {
         const int64_t image = i / p_.project_items, item = i % p_.project_items;
         const AT* x_img = t.x + image * p_.in_blocks * p_.h * p_.w * kNchwcBlock;
-        const AT* d_img = d_full + image * p_.mid_blocks * plane * kNchwcBlock;
+        const BT* d_img = d_full + image * p_.mid_blocks * plane * kNchwcBlock;
         AT* y_img = t.y + image * p_.out_blocks * plane * kNchwcBlock;
         NchwcEpilogue e = t.project;
         e.sum = p_.residual ? x_img : nullptr;  // X has Y's planes (stride 1, Cin == Cout)
@@ -205,14 +213,16 @@ class NchwcInvertedResidualKernel final : public Kernel {
 
   // Output rows [oy_begin, oy_end) of one image, band by band, expanded channel blocks [cb0, cb1)
   // (all of them when the project runs band by band). E's planes are the blocks' own ones in e_buf.
-  template <typename AT>
+  template <typename AT, typename BT>
   void RunChunk(const Tensors<AT>& t, int64_t image, int64_t oy_begin, int64_t oy_end, int64_t cb0, int64_t cb1,
-                AT* e_buf, AT* d_buf, AT* d_full) const {
+                BT* e_buf, BT* d_buf, BT* d_full) const {
     const AT* x_img = t.x + image * p_.in_blocks * p_.h * p_.w * kNchwcBlock;
     AT* y_img = t.y + image * p_.out_blocks * p_.oh * p_.ow * kNchwcBlock;
     const bool project_bands = p_.project_stage && !p_.two_phase;
     // Where D's planes go when no band projects them: Y (no project stage) or D's scratch.
-    AT* d_planes = p_.two_phase ? d_full + image * p_.mid_blocks * p_.oh * p_.ow * kNchwcBlock : y_img;
+    BT* d_planes = d_full + image * p_.mid_blocks * p_.oh * p_.ow * kNchwcBlock;
+    if constexpr (std::is_same_v<AT, BT>)
+      if (!p_.two_phase) d_planes = y_img;
     const int64_t e_row = p_.w * kNchwcBlock, e_plane = p_.buffer_rows * e_row;
     int64_t have_lo = 0, have_hi = 0;  // input rows in E: [have_lo, have_hi), row have_lo in slot 0
     for (int64_t oy0 = oy_begin; oy0 < oy_end; oy0 += p_.band_rows) {
@@ -225,20 +235,20 @@ class NchwcInvertedResidualKernel final : public Kernel {
         kept = have_hi - lo;
         for (int64_t cb = cb0; cb < cb1; ++cb)
           std::memmove(e_buf + cb * e_plane, e_buf + cb * e_plane + (lo - have_lo) * e_row,
-                       static_cast<size_t>(kept * e_row) * sizeof(AT));
+                       static_cast<size_t>(kept * e_row) * sizeof(BT));
       }
       Expand(t, x_img, lo, kept, hi - lo, cb0, cb1, e_buf);
       // Window rows past the input's bottom that fall inside E's planes read as the zero pads.
       const int64_t zero_to = std::min(p_.buffer_rows, last - lo);
       if (zero_to > hi - lo)
         for (int64_t cb = cb0; cb < cb1; ++cb)
-          std::fill(e_buf + cb * e_plane + (hi - lo) * e_row, e_buf + cb * e_plane + zero_to * e_row, AT{});
+          std::fill(e_buf + cb * e_plane + (hi - lo) * e_row, e_buf + cb * e_plane + zero_to * e_row, BT{});
       have_lo = lo;
       have_hi = hi;
       NchwcGeometry gd = p_.depthwise;
       gd.pad_top = lo - first;  // local row j's window starts at slot j·sh - pad_top
       // Unless the band is projected here, D's rows go to whole planes (gd.out_plane) from row oy0.
-      AT* d_rows = project_bands ? d_buf : d_planes + oy0 * p_.ow * kNchwcBlock;
+      BT* d_rows = project_bands ? d_buf : d_planes + oy0 * p_.ow * kNchwcBlock;
       for (int64_t cb = cb0; cb < cb1; ++cb)
         for (int64_t j = 0; j < rows; ++j) DepthwiseRow(gd, e_buf, t, d_rows, cb, j);
       if (project_bands) Project(t, x_img, y_img, oy0, rows, d_buf);
@@ -247,9 +257,9 @@ class NchwcInvertedResidualKernel final : public Kernel {
 
   // E's slots [from, to) of blocks [cb0, cb1) from input rows lo + slot: pixels [from·W, to·W) of
   // the band's long row.
-  template <typename AT>
+  template <typename AT, typename BT>
   void Expand(const Tensors<AT>& t, const AT* x_img, int64_t lo, int64_t from, int64_t to, int64_t cb0, int64_t cb1,
-              AT* e_buf) const {
+              BT* e_buf) const {
     if (from >= to) return;
     const AT* x_band = x_img + lo * p_.w * kNchwcBlock;
     for (int64_t ob0 = cb0; ob0 < cb1; ob0 += kItemBlocks)
@@ -258,8 +268,8 @@ class NchwcInvertedResidualKernel final : public Kernel {
   }
 
   // Y's rows [oy0, oy0 + rows) from D's slots [0, rows).
-  template <typename AT>
-  void Project(const Tensors<AT>& t, const AT* x_img, AT* y_img, int64_t oy0, int64_t rows, const AT* d_buf) const {
+  template <typename AT, typename BT>
+  void Project(const Tensors<AT>& t, const AT* x_img, AT* y_img, int64_t oy0, int64_t rows, const BT* d_buf) const {
     const int64_t at = oy0 * p_.ow * kNchwcBlock;
     AT* y_band = y_img + at;
     NchwcEpilogue e = t.project;
@@ -288,11 +298,21 @@ class NchwcInvertedResidualKernel final : public Kernel {
     if (w_wide != nullptr) p_.tiles.conv_row_half_wide_weights(g, x, w_wide, e, partial, y, 0, ob0, obn, 0, ox0, ox1);
     else p_.tiles.conv_row_half(g, x, w, e, partial, y, 0, ob0, obn, 0, ox0, ox1);
   }
+  // Float32 band buffers (float_bands: the weights' float32 copies): the expand from float16 X,
+  // the project into float16 Y.
+  void ConvRow(const NchwcGeometry& g, const uint16_t* x, const uint16_t*, const float* w_wide, const NchwcEpilogue& e,
+               float*, float* y, int64_t ob0, int64_t obn, int64_t ox0, int64_t ox1) const {
+    p_.tiles.pointwise_row_half_in(g, x, w_wide, e, nullptr, y, 0, ob0, obn, 0, ox0, ox1);
+  }
+  void ConvRow(const NchwcGeometry& g, const float* x, const uint16_t*, const float* w_wide, const NchwcEpilogue& e,
+               float*, uint16_t* y, int64_t ob0, int64_t obn, int64_t ox0, int64_t ox1) const {
+    p_.tiles.pointwise_row_half_out(g, x, w_wide, e, nullptr, y, 0, ob0, obn, 0, ox0, ox1);
+  }
 
-  template <typename AT>
-  void DepthwiseRow(const NchwcGeometry& g, const AT* e_buf, const Tensors<AT>& t, AT* d_buf, int64_t cb,
+  template <typename AT, typename BT>
+  void DepthwiseRow(const NchwcGeometry& g, const BT* e_buf, const Tensors<AT>& t, BT* d_buf, int64_t cb,
                     int64_t j) const {
-    if constexpr (std::is_same_v<AT, float>) p_.tiles.depthwise_row(g, e_buf, t.wd, t.depthwise, d_buf, 0, cb, j, 0, p_.ow);
+    if constexpr (std::is_same_v<BT, float>) p_.tiles.depthwise_row(g, e_buf, t.wd, t.depthwise, d_buf, 0, cb, j, 0, p_.ow);
     else p_.tiles.depthwise_row_half(g, e_buf, t.wd, t.depthwise, d_buf, 0, cb, j, 0, p_.ow);
   }
 
@@ -438,10 +458,17 @@ std::unique_ptr<Kernel> PrepareNchwcInvertedResidual(const KernelSpec& spec) {
   const int64_t cuts = p.n >= threads ? 1 : (threads + p.n - 1) / std::max<int64_t>(1, p.n);
   const int64_t channel_cuts = p.n % threads == 0 ? 1 : p.n < threads ? cuts : threads;
   const int64_t groups = p.mid_blocks / expand_group;
-  const int64_t act = p.half ? int64_t{sizeof(uint16_t)} : int64_t{sizeof(float)};
-  const int64_t d_image_bytes = act * p.mid_blocks * kNchwcBlock * p.oh * p.ow;
+  int64_t act = p.half ? int64_t{sizeof(uint16_t)} : int64_t{sizeof(float)};
+  int64_t d_image_bytes = act * p.mid_blocks * kNchwcBlock * p.oh * p.ow;
   p.two_phase = p.project_stage && cuts > 1 && d_image_bytes <= kBandBytes &&
                 5 * RowCutHaloRows(p, std::clamp<int64_t>(cuts, 1, std::max<int64_t>(1, p.oh))) > p.h;
+  // Float16 two-phase blocks keep E and D in float32 (float_bands) where D's float32 planes fit
+  // the budget too.
+  p.float_bands = p.half && p.two_phase && p.wide_expand && p.wide_project && 2 * d_image_bytes <= kBandBytes;
+  if (p.float_bands) {
+    act = int64_t{sizeof(float)};
+    d_image_bytes *= 2;
+  }
   const bool project_bands = p.project_stage && !p.two_phase;
   p.runs_per_image = project_bands ? 1 : std::clamp<int64_t>(channel_cuts, 1, std::max<int64_t>(1, groups));
   p.run_blocks = (groups + p.runs_per_image - 1) / p.runs_per_image * expand_group;

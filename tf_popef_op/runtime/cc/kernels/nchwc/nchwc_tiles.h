@@ -113,6 +113,14 @@ template <typename AT, typename WT>
 using NchwcConvRowFn = void (*)(const NchwcGeometry& g, const AT* x, const WT* w, const NchwcEpilogue& e,
                                 float* partial, AT* y, int64_t n, int64_t ob0, int64_t obn, int64_t oy, int64_t ox0,
                                 int64_t ox1);
+// A 1x1, stride-1 convolution on blocked X with float32 W whose X and Y types differ: float16 X
+// into a float32 Y, or float32 X into a float16 Sum and Y (NchwcInvertedResidual's stages between
+// float16 X and Y and float32 band buffers). A float32 Y keeps its own partial sums between
+// passes; a float16 Y needs one pass over all input channels.
+template <typename XT, typename AT>
+using NchwcConvRowMixedFn = void (*)(const NchwcGeometry& g, const XT* x, const float* w, const NchwcEpilogue& e,
+                                     float* partial, AT* y, int64_t n, int64_t ob0, int64_t obn, int64_t oy,
+                                     int64_t ox0, int64_t ox1);
 // Depthwise (group == C == M, blocked input, float32 weights): block `cb` of image n, row oy,
 // columns [ox0, ox1).
 template <typename AT>
@@ -144,6 +152,8 @@ struct NchwcTileFns {
   NchwcMaxPoolRowFn<uint16_t> max_pool_row_half;
   NchwcAveragePoolRowFn<float> average_pool_row;
   NchwcAveragePoolRowFn<uint16_t> average_pool_row_half;
+  NchwcConvRowMixedFn<uint16_t, float> pointwise_row_half_in;
+  NchwcConvRowMixedFn<float, uint16_t> pointwise_row_half_out;
 };
 
 // Orders a work item's streaming stores (NchwcGeometry::stream_output) before whatever the
