@@ -30,8 +30,8 @@ constexpr int kConvTileBlocks = 2;
 const NchwcTileFns kNchwcAvx2Tiles = {ConvRow<float, float>, ConvRow<float, uint16_t>, ConvRow<uint16_t, uint16_t>,
                                       ConvRow<uint16_t, float>, DepthwiseRow<float>, DepthwiseRow<uint16_t>,
                                       MaxPoolRow<float>, MaxPoolRow<uint16_t>, AveragePoolRow<float>,
-                                      AveragePoolRow<uint16_t>,
-    PointwiseRowMixed<uint16_t, float>, PointwiseRowMixed<float, uint16_t>};
+                                      AveragePoolRow<uint16_t>, PointwiseRowMixed<uint16_t, float>,
+                                      PointwiseRowMixed<float, uint16_t>};
 
 }  // namespace kernels
 }  // namespace tfpopef

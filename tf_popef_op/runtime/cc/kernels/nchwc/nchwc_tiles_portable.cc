@@ -47,8 +47,8 @@ constexpr int kConvTileBlocks = 2;
 const NchwcTileFns kNchwcPortableTiles = {ConvRow<float, float>, ConvRow<float, uint16_t>, ConvRow<uint16_t, uint16_t>,
                                           ConvRow<uint16_t, float>, DepthwiseRow<float>, DepthwiseRow<uint16_t>,
                                           MaxPoolRow<float>, MaxPoolRow<uint16_t>, AveragePoolRow<float>,
-                                          AveragePoolRow<uint16_t>,
-    PointwiseRowMixed<uint16_t, float>, PointwiseRowMixed<float, uint16_t>};
+                                          AveragePoolRow<uint16_t>, PointwiseRowMixed<uint16_t, float>,
+                                          PointwiseRowMixed<float, uint16_t>};
 
 const NchwcTileFns& NchwcTiles() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
