@@ -152,9 +152,9 @@ def test_mobilenet_v2_block_after_the_kernel_fusions():
     model = mobilenet_v2_block()
     # it sees what fuse_epilogue / fuse_elementwise_chain wrote (only passes on its output follow;
     # the fused block's is left out here: test_pass_to_inverted_residual.py)
-    assert KERNEL_FUSION_PIPELINE[-8:] == [PASS, "fold_transposes_into_nchwc_reorders",
+    assert KERNEL_FUSION_PIPELINE[-9:] == [PASS, "fold_transposes_into_nchwc_reorders",
                                            "fold_input_transpose_into_nchwc_conv", "fuse_channels_last_depthwise",
-                                           "share_strided_subsample", "to_winograd_conv",
+                                           "share_strided_subsample", "subsample_pointwise_producer", "to_winograd_conv",
                                            "fold_channel_scale_into_nchwc_conv", "to_inverted_residual"]
     out = run_kernel_fusions(model, inverted_residual="off")
     assert op_types(out) == ["NchwcConv"] * 5 + ["ReduceMean", "FromNchwc"]
