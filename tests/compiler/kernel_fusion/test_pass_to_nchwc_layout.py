@@ -154,7 +154,7 @@ def test_mobilenet_v2_block_after_the_kernel_fusions():
     # the fused block's is left out here: test_pass_to_inverted_residual.py)
     assert KERNEL_FUSION_PIPELINE[-9:] == [PASS, "fold_transposes_into_nchwc_reorders",
                                            "fold_input_transpose_into_nchwc_conv", "fuse_channels_last_depthwise",
-                                           "share_strided_subsample", "subsample_pointwise_producer", "to_winograd_conv",
+                                           "share_strided_subsample", "subsample_into_producer", "to_winograd_conv",
                                            "fold_channel_scale_into_nchwc_conv", "to_inverted_residual"]
     out = run_kernel_fusions(model, inverted_residual="off")
     assert op_types(out) == ["NchwcConv"] * 5 + ["ReduceMean", "FromNchwc"]
