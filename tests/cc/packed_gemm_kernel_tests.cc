@@ -35,8 +35,7 @@ struct GemmShape {
 // Partial row tiles (m % 6, m % 4), partial vectors and panels (n % 8, n % 16, n % 64), more than
 // one column block (n > 256), more than one K block (k > 512; k > 1024: three), more strips than
 // one group (m = 61: 11 or 16 strips, over two K blocks), a batch-1 dense layer, and single rows
-// (the GEMV: whole panels over the full K per thread; ResNet50's classifier, 16 panels, the last
-// partial).
+// (ResNet50's classifier: four column blocks, four K blocks, the last panel partial).
 const GemmShape kShapes[] = {{1, 1, 1},     {2, 3, 5},      {5, 7, 3},     {6, 16, 8},    {7, 17, 9},
                              {13, 65, 31},  {4, 64, 16},    {9, 100, 600}, {3, 300, 7},   {25, 513, 70},
                              {128, 96, 64}, {11, 48, 1030}, {7, 150, 1500}, {61, 330, 600}, {1, 70, 600},

@@ -4,7 +4,6 @@
 #include <cstdint>
 #include <functional>
 #include <type_traits>
-#include <vector>
 
 #include "tf_popef_op/runtime/cc/base/half.h"
 #include "tf_popef_op/runtime/cc/kernels/support/fp16_convert.h"
@@ -56,83 +55,8 @@ void PackB(const PackedLayout& layout, const T* b, int64_t ldb, bool trans_b, fl
 template void PackB<float>(const PackedLayout&, const float*, int64_t, bool, float, float*);
 template void PackB<uint16_t>(const PackedLayout&, const uint16_t*, int64_t, bool, float, float*);
 
-namespace {
-
-// One row of one product (a batch-1 dense layer: M = 1): B is read once, from memory, for 2·K·N
-// flops, so the layer runs at the speed B streams in. Each thread takes a run of whole panels
-// over the full K, one contiguous part of the packed B (the blocked loop below reads the K
-// blocks of a column block's four panels in turn: four streams a thread).
-template <typename T>
-void RunPackedGemv(const PackedGemmTileFns& tiles, const PackedGemmArgs<T>& args, ThreadPool& pool) {
-  constexpr bool kHalf = std::is_same_v<T, uint16_t>;
-  const PackedLayout& b = args.b;
-  const int64_t n = b.n, k = b.k;
-  const int64_t panels = (n + b.panel_width - 1) / b.panel_width;
-  const bool tile_gelu = tiles.gelu && args.epilogue.activation == Activation::kGeluErf;
-  const bool finish_rows = !args.epilogue.is_identity() && !tile_gelu;
-  const bool half_store = kHalf && !finish_rows;
-  // float16: A, the bias and (when the row is finished after the tiles) C in float32
-  std::vector<float> a_float(kHalf ? k : 0), bias_float, c_float(kHalf ? n : 0);
-  const float* a;
-  if constexpr (kHalf) {
-    WidenHalfToFloat(args.a, a_float.data(), k);
-    a = a_float.data();
-  } else {
-    a = args.a;
-  }
-  const float* bias = nullptr;
-  if constexpr (!kHalf)
-    if (args.bias != nullptr && args.bias_scale == 1.0f) bias = args.bias;
-  if (args.bias != nullptr && bias == nullptr) {
-    bias_float.resize(n);
-    for (int64_t j = 0; j < n; ++j) bias_float[j] = args.bias_scale * ToFloat(args.bias[j]);
-    bias = bias_float.data();
-  }
-  float* c_rows = kHalf ? c_float.data() : reinterpret_cast<float*>(args.c);
-  auto run = [&](int64_t q0, int64_t q1) {
-    for (int64_t q = q0; q < q1; ++q) {
-      const int64_t j0 = q * b.panel_width, width = b.stored_width(j0), cols = std::min(width, n - j0);
-      PackedGemmTileAdd add;
-      if (bias != nullptr) add.bias = bias + j0;
-      if constexpr (kHalf) {
-        if (half_store) {
-          add.half_c = args.c + j0;
-          if (args.sum != nullptr) add.half_sum = args.sum + j0;
-        }
-      } else {
-        if (args.sum != nullptr) add.sum = args.sum + j0;
-      }
-      add.gelu = tile_gelu;
-      const bool adds = add.bias != nullptr || add.sum != nullptr || add.half_c != nullptr || add.gelu;
-      tiles.tile(1, cols, k, a, k, args.b_data + j0 * k, width, c_rows + j0, n, false, adds ? &add : nullptr);
-      if (finish_rows) {
-        const float* sum = nullptr;
-        std::vector<float> sum_float;
-        if constexpr (kHalf) {
-          if (args.sum != nullptr) {
-            sum_float.resize(cols);
-            WidenHalfToFloat(args.sum + j0, sum_float.data(), cols);
-            sum = sum_float.data();
-          }
-        }
-        args.epilogue.Apply(c_rows + j0, cols, 0.0f, nullptr, sum);
-        if constexpr (kHalf) NarrowFloatToHalf(c_rows + j0, args.c + j0, cols);
-      }
-    }
-  };
-  // A panel is 2·K·panel_width flops; chunks of at least 2^18 are worth another thread.
-  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 18) / (2 * k * b.panel_width));
-  pool.ParallelFor(panels, grain, std::function<void(int64_t, int64_t)>(std::ref(run)));
-}
-
-}  // namespace
-
 template <typename T>
 void RunPackedGemm(const PackedGemmTileFns& tiles, const PackedGemmArgs<T>& args, ThreadPool& pool) {
-  if (args.m == 1 && args.batches == 1) {
-    RunPackedGemv(tiles, args, pool);
-    return;
-  }
   constexpr bool kHalf = std::is_same_v<T, uint16_t>;
   const PackedLayout& b = args.b;
   const int64_t m = args.m, n = b.n, k = b.k, rows = tiles.rows;
