@@ -29,7 +29,7 @@ KERNEL_FUSION_PIPELINE: List[str] = [
     "fold_input_transpose_into_nchwc_conv",  # the stem's NchwcConv(T to NCHW of x, C = 1 or 3) reads x channels last
     "fuse_channels_last_depthwise",  # ToNchwc -> depthwise -> FromNchwc -> LayerNorm: one channels-last step
     "share_strided_subsample",       # strided 1x1 NchwcConvs on one X -> one subsample step, stride-1 convs
-    "subsample_into_producer",  # 1x1 NchwcConv read only through a subsample -> computes only those pixels
+    "subsample_into_producer",       # a stride-1 NchwcConv read only through a subsample -> computes only its pixels
     "to_winograd_conv",              # 3x3 stride-1 NchwcConvs -> NchwcWinogradConv (transformed weights)
     "fold_channel_scale_into_nchwc_conv",  # squeeze-and-excite's Mul(X, S) -> the next NchwcConv's input scale
     "to_inverted_residual",          # expand 1x1 -> depthwise -> project 1x1 NchwcConvs -> NchwcInvertedResidual
