@@ -42,9 +42,9 @@
 // are read as float32 copies widened once, on the first run, as NchwcConv reads its own (exact:
 // the tiles then run the float32-weight loop with no conversion per tile). A float16 block in two
 // phases with those copies keeps E and D in float32 instead (D whole, read by every project item,
-// without a conversion per broadcast), and so does a float16 pair cut into runs of channels (E,
-// read 3 or 5 times by the depthwise, without a conversion per loaded vector): the result is the
-// float32 steps' on the same values, rounded once.
+// without a conversion per broadcast), and so does a float16 pair (E, read 3 or 5 times by the
+// depthwise, without a conversion per loaded vector): the result is the float32 steps' on the same
+// values, rounded once.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -94,7 +94,7 @@ struct InvertedResidualParams {
   bool wide_expand = false, wide_project = false;
   int64_t expand_weight_count = 0, project_weight_count = 0;
   bool project_stage = true;  // false: Y is D (5 inputs)
-  // Float16 X and Y with float32 E and D (two phases, or a pair in runs of channels): no
+  // Float16 X and Y with float32 E and D (two phases, or a pair without a project stage): no
   // conversion of E or D, and one rounding fewer than the separate steps (the float32 steps'
   // result on the same values, rounded once). Blocks on larger planes keep float16 buffers: float32
   // ones halve their bands (docs/benchmarks.md).
@@ -488,11 +488,10 @@ InvertedResidualParams PlanNchwcInvertedResidual(const KernelSpec& spec) {
   p.runs_per_image = project_bands ? 1 : std::clamp<int64_t>(channel_cuts, 1, std::max<int64_t>(1, groups));
   p.run_blocks = (groups + p.runs_per_image - 1) / p.runs_per_image * expand_group;
   p.runs_per_image = std::max<int64_t>(1, (p.mid_blocks + p.run_blocks - 1) / std::max<int64_t>(1, p.run_blocks));
-  // So do float16 pairs cut into runs of expanded channels (batch 1): the expand stores float32 E,
-  // which the depthwise reads without a conversion per loaded vector and rounds once into Y. Pairs
-  // of whole images (batch 8) keep float16 E: float32 bands did not measure faster there
-  // (docs/benchmarks.md, "Float16 pairs: float32 E at batch 1").
-  if (p.half && !p.project_stage && p.wide_expand && p.runs_per_image > 1) {
+  // So do float16 pairs: the expand stores float32 E, which the depthwise reads (3 or 5 times) without
+  // a conversion per loaded vector and rounds once into Y; bands half as tall cost less than that
+  // (docs/benchmarks.md, "Float16 pairs: float32 E").
+  if (p.half && !p.project_stage && p.wide_expand) {
     p.float_bands = true;
     act = int64_t{sizeof(float)};
   }
