@@ -488,9 +488,9 @@ InvertedResidualParams PlanNchwcInvertedResidual(const KernelSpec& spec) {
   p.runs_per_image = project_bands ? 1 : std::clamp<int64_t>(channel_cuts, 1, std::max<int64_t>(1, groups));
   p.run_blocks = (groups + p.runs_per_image - 1) / p.runs_per_image * expand_group;
   p.runs_per_image = std::max<int64_t>(1, (p.mid_blocks + p.run_blocks - 1) / std::max<int64_t>(1, p.run_blocks));
-  // So do float16 pairs: the expand stores float32 E, which the depthwise reads (3 or 5 times) without
-  // a conversion per loaded vector and rounds once into Y; bands half as tall cost less than that
-  // (docs/benchmarks.md, "Float16 pairs: float32 E").
+  // Float16 pairs keep E in float32 too: the expand stores float32 E, which the depthwise reads (3
+  // or 5 times) without a conversion per loaded vector and rounds once into Y; bands half as tall
+  // cost less than those conversions (docs/benchmarks.md, "Float16 pairs: float32 E").
   if (p.half && !p.project_stage && p.wide_expand) {
     p.float_bands = true;
     act = int64_t{sizeof(float)};
