@@ -406,12 +406,7 @@ class KernelTester {
          "') but it succeeded");
   }
 
- private:
-  struct Tensor {
-    TensorDesc desc;
-    std::vector<uint8_t> bytes;
-  };
-
+  // The spec the kernel is prepared from (for a kernel's own query of what it chose).
   KernelSpec Spec() const {
     KernelSpec spec{op_, node_, {}, {}, tfpopef::Attrs(attrs_, "op '" + op_ + "' (node '" + node_ + "')")};
     for (const Tensor& t : inputs_) spec.inputs.push_back(t.desc);
@@ -420,6 +415,12 @@ class KernelTester {
     spec.in_place_input = in_place_input_;
     return spec;
   }
+
+ private:
+  struct Tensor {
+    TensorDesc desc;
+    std::vector<uint8_t> bytes;
+  };
 
   Tensor Encode(DType dtype, std::vector<int64_t> shape, const std::vector<double>& values, const char* what) {
     Tensor t{TensorDesc{dtype, std::move(shape)}, {}};

@@ -7,7 +7,9 @@
 // (whole images per work item) and batch 1 (images cut into runs of rows per thread, or on small
 // planes run in two phases: runs of expanded channels, then of the project's outputs). The same
 // without the project stage (5 inputs, Y = D: EfficientNet's MBConv before its squeeze-and-excite)
-// with swish on both stages, against the two NchwcConv steps it replaces. Float16 1x1 weights both
+// with swish on both stages, against the two NchwcConv steps it replaces. Where the kernel keeps
+// float16 E and D in float32 band buffers (its own report, NchwcInvertedResidualFloatBands), the
+// float16 reference is the float32 steps on the same values, rounded once. Float16 1x1 weights both
 // as weights (read as float32 copies widened once) and as plain inputs (widened in registers).
 #include <algorithm>
 #include <cstdint>
@@ -18,6 +20,7 @@
 #include "tests/cc/kernel_tester.h"
 #include "tests/cc/reference_ops.h"
 #include "tests/cc/simd_paths.h"
+#include "tf_popef_op/runtime/cc/kernels/nchwc/nchwc_inverted_residual.h"
 #include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
 
 namespace tfpopef {
@@ -193,24 +196,14 @@ std::vector<double> ChainedSteps(const BlockCase& k, const BlockData& d, DType d
                      k.residual ? &x : nullptr, BlockedShape(k.n, k.cout, oh, ow));
 }
 
-// Whether the kernel keeps float32 band buffers for float16 k with constant 1x1 weights: where it
-// runs k in two phases (fewer images than threads, whose runs of rows would expand more than a
-// fifth of the plane's rows twice, D within the 512 KiB band budget) and D's float32 planes fit
-// that budget too (nchwc_inverted_residual.cc). E and D are then not rounded to float16: the
-// result is the three float32 steps' on the same values, rounded once.
-bool Float16FloatBands(const BlockCase& k) {
-  const int64_t threads = tfpopef::kernels::ThreadPool::Global().num_threads();
-  if (!k.project || k.n >= threads) return false;
-  const int64_t cuts = std::clamp<int64_t>((threads + k.n - 1) / k.n, 1, std::max<int64_t>(1, k.oh()));
-  auto window_rows = [&](int64_t oy0, int64_t oy1) {
-    return std::min(k.h, (oy1 - 1) * k.s - k.pt + k.k) - std::max<int64_t>(0, oy0 * k.s - k.pt);
-  };
-  const int64_t rows = (k.oh() + cuts - 1) / cuts;
-  int64_t expanded = 0;
-  for (int64_t oy = 0; oy < k.oh(); oy += rows)
-    expanded += std::max<int64_t>(0, window_rows(oy, std::min(k.oh(), oy + rows)));
-  const int64_t d_bytes = 4 * k.cexp * k.oh() * k.ow();  // float32
-  return 5 * (expanded - window_rows(0, k.oh())) > k.h && d_bytes <= 512 * 1024;
+// Whether the kernel keeps float32 band buffers for float16 k with constant 1x1 weights (its own
+// rule, as it prepares): E and D are then not rounded to float16, so the result is the float32
+// steps' on the same values, rounded once.
+bool Float16FloatBands(const BlockCase& k, const BlockData& d) {
+  const std::vector<int64_t> y_shape = BlockedShape(k.n, k.cout, k.oh(), k.ow());
+  KernelTester t = FusedTester(k, d, F16);
+  t.AddOutput(F16, y_shape, std::vector<double>(static_cast<size_t>(NumElements(y_shape))));
+  return tfpopef::kernels::NchwcInvertedResidualFloatBands(t.Spec());
 }
 
 std::vector<BlockCase> Cases() {
@@ -302,7 +295,7 @@ KERNEL_TEST(NchwcInvertedResidual_EveryPath_BitIdenticalToThreeNchwcConvs) {
         const BlockData d = RandomBlock(k, seed += 8, dtype);
         const size_t failures = CurrentFailures().size();
         // float16 with float32 band buffers: the float32 steps on the same (float16) values, rounded once
-        const bool float_bands = dtype == F16 && Float16FloatBands(k);
+        const bool float_bands = dtype == F16 && Float16FloatBands(k, d);
         FusedTester(k, d, dtype)
             .AddOutput(dtype, BlockedShape(k.n, k.cout, k.oh(), k.ow()),
                        float_bands ? AsFloat16(ChainedSteps(k, d, F32)) : ChainedSteps(k, d, dtype))
@@ -314,13 +307,23 @@ KERNEL_TEST(NchwcInvertedResidual_EveryPath_BitIdenticalToThreeNchwcConvs) {
   });
 }
 
-// The float32 band buffers are taken at batch 1 on two threads or more by the 7x7 blocks of
-// Cases() (on one thread by none): guards Float16FloatBands against a rule no case reaches.
+// The float32 band buffers are taken by every pair of Cases() (no project stage), and by its 7x7
+// blocks at batch 1 on two threads or more (on one thread by none): guards the bit-identity
+// test's float32-bands reference against a rule no case reaches.
 KERNEL_TEST(NchwcInvertedResidual_Float16FloatBands_ReachedByTheCases) {
-  int64_t reached = 0;
-  for (const BlockCase& k : Cases()) reached += Float16FloatBands(k) ? 1 : 0;
-  if (tfpopef::kernels::ThreadPool::Global().num_threads() >= 2) EXPECT_TRUE(reached >= 3);
-  else EXPECT_TRUE(reached == 0);
+  int64_t blocks = 0, pairs = 0, all_pairs = 0;
+  for (const BlockCase& k : Cases()) {
+    const bool reached = Float16FloatBands(k, RandomBlock(k, 0, F16));
+    if (k.project) {
+      blocks += reached ? 1 : 0;
+    } else {
+      pairs += reached ? 1 : 0;
+      ++all_pairs;
+    }
+  }
+  EXPECT_TRUE(all_pairs > 0 && pairs == all_pairs);
+  if (tfpopef::kernels::ThreadPool::Global().num_threads() >= 2) EXPECT_TRUE(blocks >= 3);
+  else EXPECT_TRUE(blocks == 0);
 }
 
 KERNEL_TEST(NchwcInvertedResidual_EveryPath_Float16WeightsNotConstant_BitIdenticalToThreeNchwcConvs) {

@@ -42,8 +42,9 @@
 // are read as float32 copies widened once, on the first run, as NchwcConv reads its own (exact:
 // the tiles then run the float32-weight loop with no conversion per tile). A float16 block in two
 // phases with those copies keeps E and D in float32 instead (D whole, read by every project item,
-// without a conversion per broadcast): its result is the three float32 steps' on the same values,
-// rounded once.
+// without a conversion per broadcast), and so does a float16 pair (E, read 3 or 5 times by the
+// depthwise, without a conversion per loaded vector): the result is the float32 steps' on the same
+// values, rounded once.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -53,6 +54,7 @@
 #include <vector>
 
 #include "tf_popef_op/runtime/cc/kernels/nchwc/nchwc_checks.h"
+#include "tf_popef_op/runtime/cc/kernels/nchwc/nchwc_inverted_residual.h"
 #include "tf_popef_op/runtime/cc/kernels/nchwc/nchwc_tiles.h"
 #include "tf_popef_op/runtime/cc/kernels/support/constant_copies.h"
 #include "tf_popef_op/runtime/cc/kernels/support/fp16_adapter.h"
@@ -92,9 +94,10 @@ struct InvertedResidualParams {
   bool wide_expand = false, wide_project = false;
   int64_t expand_weight_count = 0, project_weight_count = 0;
   bool project_stage = true;  // false: Y is D (5 inputs)
-  // Float16 X and Y with float32 E and D (two phases only): no conversion of E or D, and one
-  // rounding fewer than the three steps (the float32 steps' result on the same values, rounded
-  // once). Larger planes keep float16 buffers: float32 ones halve their bands (docs/benchmarks.md).
+  // Float16 X and Y with float32 E and D (two phases, or a pair without a project stage): no
+  // conversion of E or D, and one rounding fewer than the separate steps (the float32 steps'
+  // result on the same values, rounded once). Blocks on larger planes keep float16 buffers: float32
+  // ones halve their bands (docs/benchmarks.md).
   bool float_bands = false;
   // Items: images x chunks of at most `chunk_rows` output rows x runs of `run_blocks` expanded channel
   // blocks (without a project stage only; else one run of all); each item in bands of `band_rows`.
@@ -219,10 +222,8 @@ class NchwcInvertedResidualKernel final : public Kernel {
     const AT* x_img = t.x + image * p_.in_blocks * p_.h * p_.w * kNchwcBlock;
     AT* y_img = t.y + image * p_.out_blocks * p_.oh * p_.ow * kNchwcBlock;
     const bool project_bands = p_.project_stage && !p_.two_phase;
-    // Where D's planes go when no band projects them: Y (no project stage) or D's scratch.
+    // Where D's planes go when no band projects them: D's scratch (two phases) or Y.
     BT* d_planes = d_full + image * p_.mid_blocks * p_.oh * p_.ow * kNchwcBlock;
-    if constexpr (std::is_same_v<AT, BT>)
-      if (!p_.two_phase) d_planes = y_img;
     const int64_t e_row = p_.w * kNchwcBlock, e_plane = p_.buffer_rows * e_row;
     int64_t have_lo = 0, have_hi = 0;  // input rows in E: [have_lo, have_hi), row have_lo in slot 0
     for (int64_t oy0 = oy_begin; oy0 < oy_end; oy0 += p_.band_rows) {
@@ -248,10 +249,19 @@ class NchwcInvertedResidualKernel final : public Kernel {
       NchwcGeometry gd = p_.depthwise;
       gd.pad_top = lo - first;  // local row j's window starts at slot j·sh - pad_top
       // Unless the band is projected here, D's rows go to whole planes (gd.out_plane) from row oy0.
-      BT* d_rows = project_bands ? d_buf : d_planes + oy0 * p_.ow * kNchwcBlock;
-      for (int64_t cb = cb0; cb < cb1; ++cb)
-        for (int64_t j = 0; j < rows; ++j) DepthwiseRow(gd, e_buf, t, d_rows, cb, j);
-      if (project_bands) Project(t, x_img, y_img, oy0, rows, d_buf);
+      auto depthwise = [&](auto* d_rows) {
+        for (int64_t cb = cb0; cb < cb1; ++cb)
+          for (int64_t j = 0; j < rows; ++j) DepthwiseRow(gd, e_buf, t, d_rows, cb, j);
+      };
+      const int64_t at = oy0 * p_.ow * kNchwcBlock;
+      if (project_bands) {
+        depthwise(d_buf);
+        Project(t, x_img, y_img, oy0, rows, d_buf);
+      } else if (p_.two_phase) {
+        depthwise(d_planes + at);
+      } else {
+        depthwise(y_img + at);
+      }
     }
   }
 
@@ -309,11 +319,17 @@ class NchwcInvertedResidualKernel final : public Kernel {
     p_.tiles.pointwise_row_half_out(g, x, w_wide, e, nullptr, y, 0, ob0, obn, 0, ox0, ox1);
   }
 
-  template <typename AT, typename BT>
-  void DepthwiseRow(const NchwcGeometry& g, const BT* e_buf, const Tensors<AT>& t, BT* d_buf, int64_t cb,
+  // The depthwise row from E's band into D (DT: BT, or the float16 Y of float32 band buffers).
+  template <typename AT, typename BT, typename DT>
+  void DepthwiseRow(const NchwcGeometry& g, const BT* e_buf, const Tensors<AT>& t, DT* d, int64_t cb,
                     int64_t j) const {
-    if constexpr (std::is_same_v<BT, float>) p_.tiles.depthwise_row(g, e_buf, t.wd, t.depthwise, d_buf, 0, cb, j, 0, p_.ow);
-    else p_.tiles.depthwise_row_half(g, e_buf, t.wd, t.depthwise, d_buf, 0, cb, j, 0, p_.ow);
+    if constexpr (std::is_same_v<BT, DT>) {
+      if constexpr (std::is_same_v<BT, float>) p_.tiles.depthwise_row(g, e_buf, t.wd, t.depthwise, d, 0, cb, j, 0, p_.ow);
+      else p_.tiles.depthwise_row_half(g, e_buf, t.wd, t.depthwise, d, 0, cb, j, 0, p_.ow);
+    } else {
+      static_assert(std::is_same_v<BT, float> && std::is_same_v<DT, uint16_t>, "float32 E into float16 D only");
+      p_.tiles.depthwise_row_half_out(g, e_buf, t.wd, t.depthwise, d, 0, cb, j, 0, p_.ow);
+    }
   }
 
   const InvertedResidualParams p_;
@@ -389,7 +405,8 @@ int64_t RowCutHaloRows(const InvertedResidualParams& p, int64_t cuts) {
   return expanded - window_rows(0, p.oh);
 }
 
-std::unique_ptr<Kernel> PrepareNchwcInvertedResidual(const KernelSpec& spec) {
+// The block's parameters, items and bands for `spec` (the op's spec, or the float16 adapter's).
+InvertedResidualParams PlanNchwcInvertedResidual(const KernelSpec& spec) {
   InvertedResidualParams p;
   const auto& x = spec.inputs[0].shape;
   CheckBlocked(spec, "input X", x);
@@ -444,8 +461,6 @@ std::unique_ptr<Kernel> PrepareNchwcInvertedResidual(const KernelSpec& spec) {
   p.wide_project = p.half && p.project_stage && constant(5);
   p.expand_weight_count = Product(spec.inputs[1].shape);
   if (p.project_stage) p.project_weight_count = Product(spec.inputs[5].shape);
-  if (spec.inputs[3].dtype != DType::kFloat32)  // (CreateNchwcInvertedResidual widens them)
-    throw Error(ErrorCode::kInternal, spec.Where() + ": float16 depthwise weights reached the tiles");
   const int64_t band_rows = spec.attrs.Int("band_rows", 0);
   if (band_rows < 0)
     throw Error(ErrorCode::kInvalidArgument, spec.Where() + ": attribute 'band_rows' is " + std::to_string(band_rows) +
@@ -473,6 +488,13 @@ std::unique_ptr<Kernel> PrepareNchwcInvertedResidual(const KernelSpec& spec) {
   p.runs_per_image = project_bands ? 1 : std::clamp<int64_t>(channel_cuts, 1, std::max<int64_t>(1, groups));
   p.run_blocks = (groups + p.runs_per_image - 1) / p.runs_per_image * expand_group;
   p.runs_per_image = std::max<int64_t>(1, (p.mid_blocks + p.run_blocks - 1) / std::max<int64_t>(1, p.run_blocks));
+  // Float16 pairs keep E in float32 too: the expand stores float32 E, which the depthwise reads (3
+  // or 5 times) without a conversion per loaded vector and rounds once into Y; bands half as tall
+  // cost less than those conversions (docs/benchmarks.md, "Float16 pairs: float32 E").
+  if (p.half && !p.project_stage && p.wide_expand) {
+    p.float_bands = true;
+    act = int64_t{sizeof(float)};
+  }
   p.chunks_per_image = project_bands ? std::clamp<int64_t>(cuts, 1, std::max<int64_t>(1, p.oh)) : 1;
   p.chunk_rows = (p.oh + p.chunks_per_image - 1) / p.chunks_per_image;
   p.chunks_per_image = std::max<int64_t>(1, (p.oh + p.chunk_rows - 1) / std::max<int64_t>(1, p.chunk_rows));
@@ -520,6 +542,13 @@ std::unique_ptr<Kernel> PrepareNchwcInvertedResidual(const KernelSpec& spec) {
   p.slice_stride = p.chunks_per_image > 1 ? std::max(p.slice_bytes, kSliceStride) : p.slice_bytes;
   p.d_full_offset = static_cast<size_t>(p.slices) * p.slice_stride;
   p.scratch_bytes = p.d_full_offset + (p.two_phase ? static_cast<size_t>(p.n * d_image_bytes) : 0);
+  return p;
+}
+
+std::unique_ptr<Kernel> PrepareNchwcInvertedResidual(const KernelSpec& spec) {
+  InvertedResidualParams p = PlanNchwcInvertedResidual(spec);
+  if (spec.inputs[3].dtype != DType::kFloat32)  // (CreateNchwcInvertedResidual widens them)
+    throw Error(ErrorCode::kInternal, spec.Where() + ": float16 depthwise weights reached the tiles");
   p.tiles = NchwcTiles();
   return std::make_unique<NchwcInvertedResidualKernel>(p);
 }
@@ -538,6 +567,8 @@ std::unique_ptr<Kernel> CreateNchwcInvertedResidual(const KernelSpec& spec) {
 }
 
 }  // namespace
+
+bool NchwcInvertedResidualFloatBands(const KernelSpec& spec) { return PlanNchwcInvertedResidual(spec).float_bands; }
 
 TFPOPEF_REGISTER_KERNEL("NchwcInvertedResidual", CreateNchwcInvertedResidual);
 

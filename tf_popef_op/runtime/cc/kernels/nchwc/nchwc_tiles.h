@@ -126,6 +126,11 @@ using NchwcConvRowMixedFn = void (*)(const NchwcGeometry& g, const XT* x, const 
 template <typename AT>
 using NchwcDepthwiseRowFn = void (*)(const NchwcGeometry& g, const AT* x, const float* w, const NchwcEpilogue& e,
                                      AT* y, int64_t n, int64_t cb, int64_t oy, int64_t ox0, int64_t ox1);
+// The same row from float32 X into a float16 Y, no Sum (NchwcInvertedResidual's float32 band
+// buffers into the block's float16 output).
+using NchwcDepthwiseRowHalfOutFn = void (*)(const NchwcGeometry& g, const float* x, const float* w,
+                                            const NchwcEpilogue& e, uint16_t* y, int64_t n, int64_t cb, int64_t oy,
+                                            int64_t ox0, int64_t ox1);
 // Max pooling (windows clipped to the input): block `cb` of image n, row oy, all columns. With
 // zero_pads the pads are zeros (a folded zero Pad): a window reaching into them includes 0.
 template <typename AT>
@@ -154,6 +159,7 @@ struct NchwcTileFns {
   NchwcAveragePoolRowFn<uint16_t> average_pool_row_half;
   NchwcConvRowMixedFn<uint16_t, float> pointwise_row_half_in;
   NchwcConvRowMixedFn<float, uint16_t> pointwise_row_half_out;
+  NchwcDepthwiseRowHalfOutFn depthwise_row_half_out;
 };
 
 // Orders a work item's streaming stores (NchwcGeometry::stream_output) before whatever the

@@ -40,7 +40,7 @@ const NchwcTileFns kNchwcAvx512Tiles = {ConvRow<float, float>, ConvRow<float, ui
                                         ConvRow<uint16_t, float>, DepthwiseRow<float>, DepthwiseRow<uint16_t>,
                                         MaxPoolRow<float>, MaxPoolRow<uint16_t>, AveragePoolRow<float>,
                                         AveragePoolRow<uint16_t>, PointwiseRowMixed<uint16_t, float>,
-                                        PointwiseRowMixed<float, uint16_t>};
+                                        PointwiseRowMixed<float, uint16_t>, DepthwiseRow<float, uint16_t>};
 
 }  // namespace kernels
 }  // namespace tfpopef

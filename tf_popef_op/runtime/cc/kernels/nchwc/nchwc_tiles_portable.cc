@@ -48,7 +48,7 @@ const NchwcTileFns kNchwcPortableTiles = {ConvRow<float, float>, ConvRow<float, 
                                           ConvRow<uint16_t, float>, DepthwiseRow<float>, DepthwiseRow<uint16_t>,
                                           MaxPoolRow<float>, MaxPoolRow<uint16_t>, AveragePoolRow<float>,
                                           AveragePoolRow<uint16_t>, PointwiseRowMixed<uint16_t, float>,
-                                          PointwiseRowMixed<float, uint16_t>};
+                                          PointwiseRowMixed<float, uint16_t>, DepthwiseRow<float, uint16_t>};
 
 const NchwcTileFns& NchwcTiles() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
