@@ -24,6 +24,7 @@ sys.path.insert(0, os.getcwd())
 sys.path.insert(0, os.path.join(os.getcwd(), "benchmarks"))
 
 from interleaved_timing import interleaved  # noqa: E402
+from model_zoo import FULL  # noqa: E402
 
 
 def main():
@@ -47,7 +48,8 @@ def main():
             config.batching_dim, config.timeout_ns = 0, 0
             runner = ModelRunner(f"{exports[0][:-len('.onnx')]}-b{args.batch}-{precision}.popef", config)
             (anchor,) = runner.get_execute_inputs()
-            feeds = {anchor.name: np.random.default_rng(0).uniform(0, 255, anchor.shape).astype(anchor.numpy_data_type())}
+            # bench_models.py's inputs: with random weights, 0-255 pixels overflow float16 to NaN
+            feeds = {anchor.name: FULL[model].inputs(args.batch).astype(anchor.numpy_data_type())}
             outs = {o.name: np.zeros(o.shape, o.numpy_data_type()) for o in runner.get_execute_outputs()}
             calls[precision] = lambda runner=runner, feeds=feeds, outs=outs: runner.execute(feeds, outs)
             runners[precision] = runner
