@@ -142,12 +142,13 @@ class AttentionKernel final : public Kernel {
       float* y_rows = q_rows + row_block_ * s_.head_size;  // float16 only
       int64_t packed = -1;
       auto run = [&](int64_t item) {
-        const int64_t bh = item / blocks_per_head_;
+        const int64_t bh = item / blocks_per_head_, block = item % blocks_per_head_;
         if (bh != packed) {
           PackKeysAndValues(ctx, bh, kt, v);
           packed = bh;
         }
-        RowBlock(ctx, bh, item % blocks_per_head_, kt, v, scores, inv_sum, q_rows, y_rows);
+        PrefetchNext(ctx, bh, block);
+        RowBlock(ctx, bh, block, kt, v, scores, inv_sum, q_rows, y_rows);
       };
       ranges.RunHome(chunk, one, one, [&](int64_t item, int64_t) { run(item); });
     });
@@ -162,6 +163,40 @@ class AttentionKernel final : public Kernel {
   // Y [B, Sq, H·dv].
   int64_t OutOffset(int64_t b, int64_t s, int64_t h) const {
     return ((b * s_.q_len + s) * s_.heads + h) * s_.value_size;
+  }
+
+  // Rows [r0, r1) of operand op's head h of batch b (`width` elements each) towards the cache:
+  // into L1 (locality 3) or L2 (2).
+  template <int kLocality>
+  void PrefetchRows(const KernelContext& ctx, int op, int64_t b, int64_t len, int64_t r0, int64_t r1, int64_t h,
+                    int64_t width) const {
+    const char* base = static_cast<const char*>(ctx.inputs[layout_.input[op]]);
+    const int64_t bytes = width * (half_ ? 2 : 4);
+    for (int64_t r = r0; r < r1; ++r) {
+      const char* row = base + Offset(op, b, len, r, h, width) * (half_ ? 2 : 4);
+      for (int64_t x = 0; x < bytes; x += 64) __builtin_prefetch(row + x, 0, kLocality);
+      __builtin_prefetch(row + bytes - 1, 0, kLocality);
+    }
+  }
+
+  // While block `block` of head bh runs: the next block's query rows into L1, and a
+  // 1/blocks_per_head share of the next head's keys and values into L2 for its packs. Q, K and V
+  // are the projections' outputs, larger than L2 at batch 8 (3 MiB for BERT), and the packs'
+  // strided rows (a head's slice of each token row) otherwise wait on L3 line by line.
+  void PrefetchNext(const KernelContext& ctx, int64_t bh, int64_t block) const {
+    const int64_t next_block = block + 1 < blocks_per_head_ ? block + 1 : 0;
+    const int64_t next_bh = block + 1 < blocks_per_head_ ? bh : bh + 1;
+    if (next_bh < s_.batch * s_.heads) {
+      const int64_t r0 = next_block * row_block_, r1 = std::min(r0 + row_block_, s_.q_len);
+      PrefetchRows<3>(ctx, 0, next_bh / s_.heads, s_.q_len, r0, r1, next_bh % s_.heads, s_.head_size);
+    }
+    if (bh + 1 < s_.batch * s_.heads) {
+      const int64_t share = (s_.kv_len + blocks_per_head_ - 1) / blocks_per_head_;
+      const int64_t j0 = std::min(block * share, s_.kv_len), j1 = std::min(j0 + share, s_.kv_len);
+      const int64_t b = (bh + 1) / s_.heads, h = (bh + 1) % s_.heads;
+      PrefetchRows<2>(ctx, 1, b, s_.kv_len, j0, j1, h, s_.head_size);
+      PrefetchRows<2>(ctx, 2, b, s_.kv_len, j0, j1, h, s_.value_size);
+    }
   }
 
   // `width` elements of input `i` from `offset` as float32: in place, or widened into `buf`.
