@@ -12,10 +12,11 @@
 // the packed-GEMM panel layout (support/packed_gemm_tiles.h) once, in its scratch (L2-sized:
 // 2·S·d floats); a block's scores [rows, Sk] stay in scratch (L1/L2), the softmax runs on them
 // with vector_math's Max/ExpShiftedSum, and P·V goes through the same register tiles straight
-// into Y, the 1/Σ normalization applied to the dv outputs of a row instead of its Sk
-// probabilities. float16 Q/K/V/Y are widened while packing and Y is narrowed once per row (on
-// the AVX2 and AVX-512 paths K is widened in registers within the pack's transposes, and Y's 1/Σ
-// and narrowing are one pass), so everything in between is float32.
+// into Y, the 1/Σ normalization applied in the tiles' store to the dv outputs of a row instead of
+// its Sk probabilities. float32 V whose head slice is whole vectors is read in place (the tiles
+// take its row stride) rather than packed. float16 Q/K/V are widened while packing (on the AVX2
+// and AVX-512 paths K in registers within the pack's transposes) and Y is narrowed in the tiles'
+// store, so everything in between is float32.
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -70,17 +71,6 @@ void PackFourHalfKeys(const uint16_t* k0, int64_t ldk, int64_t d, float scale, f
     for (int64_t i = 0; i < 4; ++i) panel[p * width + i] = scale * HalfToFloat(k0[i * ldk + p]);
 }
 
-// y = x · s rounded to float16 (nearest even) in the store: an output row's 1/Σ and its
-// narrowing in one pass.
-void ScaleToHalf(const float* x, float s, uint16_t* y, int64_t n) {
-  const __m256 v = _mm256_set1_ps(s);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i),
-                     _mm256_cvtps_ph(_mm256_mul_ps(_mm256_loadu_ps(x + i), v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-  for (; i < n; ++i) y[i] = FloatToHalf(x[i] * s);
-}
-
 }  // namespace
 TFPOPEF_TARGET_END()
 #endif
@@ -117,8 +107,9 @@ class AttentionKernel final : public Kernel {
         items_(s.batch * s.heads * blocks_per_head_),
         kv_ld_(RoundUp(s.kv_len, tiles_.lanes)),
         v_ld_(RoundUp(s.value_size, tiles_.lanes)),
-        chunk_floats_(s.head_size * kv_ld_ + s.kv_len * v_ld_ + row_block_ * kv_ld_ + row_block_ +
-                      (half ? row_block_ * (s.head_size + s.value_size) : 0)),
+        v_in_place_(!half && s.value_size % tiles_.lanes == 0),
+        chunk_floats_(s.head_size * kv_ld_ + (v_in_place_ ? 0 : s.kv_len * v_ld_) + row_block_ * kv_ld_ + row_block_ +
+                      (half ? row_block_ * s.head_size : 0)),
         chunks_(ThreadPool::Global().NumChunks(items_, 1)) {}
 
   size_t scratch_bytes() const override {
@@ -135,11 +126,10 @@ class AttentionKernel final : public Kernel {
     const auto one = [](int64_t, int64_t) { return int64_t{1}; };
     ParallelForChunks(homes, 1, [&](int64_t chunk, int64_t, int64_t) {
       float* kt = static_cast<float*>(ctx.scratch) + RoundUp(chunk_floats_, 16) * chunk;
-      float* v = kt + s_.head_size * kv_ld_;
-      float* scores = v + s_.kv_len * v_ld_;
+      float* v = kt + s_.head_size * kv_ld_;  // unused where V is read in place
+      float* scores = v + (v_in_place_ ? 0 : s_.kv_len * v_ld_);
       float* inv_sum = scores + row_block_ * kv_ld_;
-      float* q_rows = inv_sum + row_block_;                // float16 only
-      float* y_rows = q_rows + row_block_ * s_.head_size;  // float16 only
+      float* q_rows = inv_sum + row_block_;  // float16 only
       int64_t packed = -1;
       auto run = [&](int64_t item) {
         const int64_t bh = item / blocks_per_head_, block = item % blocks_per_head_;
@@ -148,7 +138,7 @@ class AttentionKernel final : public Kernel {
           packed = bh;
         }
         PrefetchNext(ctx, bh, block);
-        RowBlock(ctx, bh, block, kt, v, scores, inv_sum, q_rows, y_rows);
+        RowBlock(ctx, bh, block, kt, v, scores, inv_sum, q_rows);
       };
       ranges.RunHome(chunk, one, one, [&](int64_t item, int64_t) { run(item); });
     });
@@ -269,6 +259,7 @@ class AttentionKernel final : public Kernel {
       const int64_t c0 = j / pw * pw, width = std::min(pw, kv_ld_ - c0);
       for (int64_t p = 0; p < d; ++p) kt[d * c0 + p * width + (j - c0)] = 0.0f;
     }
+    if (v_in_place_) return;
     for (int64_t j = 0; j < s_.kv_len; ++j) {
       for (int64_t c0 = 0; c0 < v_ld_; c0 += pw) {
         const int64_t width = std::min(pw, v_ld_ - c0), cols = std::min(width, dv - c0);
@@ -284,7 +275,7 @@ class AttentionKernel final : public Kernel {
   }
 
   void RowBlock(const KernelContext& ctx, int64_t bh, int64_t block, const float* kt, const float* v, float* scores,
-                float* inv_sum, float* q_rows, float* y_rows) const {
+                float* inv_sum, float* q_rows) const {
     const int64_t b = bh / s_.heads, h = bh % s_.heads, d = s_.head_size, dv = s_.value_size;
     const int64_t r0 = block * row_block_, rows = std::min(row_block_, s_.q_len - r0);
     const int64_t pw = tiles_.panel_width;
@@ -315,42 +306,43 @@ class AttentionKernel final : public Kernel {
       const float max = vmath::Max(row, s_.kv_len);
       inv_sum[r] = 1.0f / vmath::ExpShiftedSum(row, row, s_.kv_len, max);
     }
-    // Y = P·V / Σ
-    float* y;
-    int64_t ldy;
-    if (half_) {
-      y = y_rows;
-      ldy = dv;
-    } else {
-      y = static_cast<float*>(ctx.outputs[0]) + OutOffset(b, r0, h);
-      ldy = s_.heads * dv;
-    }
+    // Y = P·V / Σ, the 1/Σ (and float16 Y's narrowing) in the tiles' store
+    const int64_t ldy = s_.heads * dv;
+    float* y = half_ ? nullptr : static_cast<float*>(ctx.outputs[0]) + OutOffset(b, r0, h);
+    uint16_t* y_half = half_ ? static_cast<uint16_t*>(ctx.outputs[0]) + OutOffset(b, r0, h) : nullptr;
+    const float* v_in = v_in_place_ ? static_cast<const float*>(ctx.inputs[layout_.input[2]]) +
+                                          Offset(2, b, s_.kv_len, 0, h, dv)
+                                    : nullptr;
     for (int64_t r = 0; r < rows; r += tiles_.rows) {
       const int64_t tr = std::min(tiles_.rows, rows - r);
       for (int64_t c0 = 0; c0 < dv; c0 += pw) {
         const int64_t width = std::min(pw, v_ld_ - c0), cols = std::min(width, dv - c0);
-        tiles_.tile(tr, cols, s_.kv_len, scores + r * kv_ld_, kv_ld_, v + s_.kv_len * c0, width, y + r * ldy + c0, ldy,
-                    false, nullptr);
+        PackedGemmTileAdd add;
+        add.row_scale = inv_sum + r;
+        if (half_) {
+          add.half_c = y_half + r * ldy + c0;
+          add.ldhalf = ldy;
+        }
+        const float* panel = v + s_.kv_len * c0;
+        if (v_in_place_) {
+          panel = v_in + c0;
+          add.ldb = layout_.row_stride[2];
+        }
+        // float16: C is not touched (not accumulating, Y goes to half_c)
+        tiles_.tile(tr, cols, s_.kv_len, scores + r * kv_ld_, kv_ld_, panel, width, half_ ? inv_sum : y + r * ldy + c0,
+                    ldy, false, &add);
       }
-    }
-    for (int64_t r = 0; r < rows; ++r) {
-      float* out = y + r * ldy;
-      if (f16c_) {
-        ScaleToHalf(out, inv_sum[r], static_cast<uint16_t*>(ctx.outputs[0]) + OutOffset(b, r0 + r, h), dv);
-        continue;
-      }
-      for (int64_t j = 0; j < dv; ++j) out[j] *= inv_sum[r];
-      if (half_)
-        NarrowFloatToHalf(out, static_cast<uint16_t*>(ctx.outputs[0]) + OutOffset(b, r0 + r, h), dv);
     }
   }
 
   const AttentionShape s_;
   const OperandLayout layout_;
   const float scale_;
-  const bool half_, f16c_;  // f16c_: float16 converted in registers (PackFourHalfKeys, ScaleToHalf)
+  const bool half_, f16c_;  // f16c_: float16 keys widened in registers (PackFourHalfKeys)
   const PackedGemmTileFns& tiles_;
-  const int64_t row_block_, blocks_per_head_, items_, kv_ld_, v_ld_, chunk_floats_, chunks_;
+  const int64_t row_block_, blocks_per_head_, items_, kv_ld_, v_ld_;
+  const bool v_in_place_;  // float32 V read by the P·V tiles in place (its head slice is whole vectors)
+  const int64_t chunk_floats_, chunks_;
 };
 
 std::string ShapeText(const std::vector<int64_t>& shape) {
