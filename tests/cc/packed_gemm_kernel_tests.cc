@@ -415,8 +415,8 @@ KERNEL_TEST(PackedGemm_Errors_BadSetting) {
       .ExpectError(kInvalid, "TF_POPEF_GEMM=\"fastest\": expected one of auto, packed, blas");
 }
 
-// The tiles' row scale (PackedGemmTileAdd::row_scale) and B read in place with its own row stride
-// (ldb), as attention's P·V uses them: on every SIMD path, every tile height and panel width, full
+// The scaled tiles' row scale (PackedGemmTileAdd::row_scale) and B read in place with its own row
+// stride (ldb), as attention's P·V uses them: on every SIMD path, every tile height and panel width, full
 // and partial panels, with and without accumulating, C is bit for bit the plain tile's C on the
 // packed copy of B times the row's scale, and float16 C (half_c) that value rounded once.
 KERNEL_TEST(PackedGemm_TileRowScaleAndStridedB_EverySimdPath_BitIdenticalToScaledPlainTile) {
@@ -446,12 +446,13 @@ KERNEL_TEST(PackedGemm_TileRowScaleAndStridedB_EverySimdPath_BitIdenticalToScale
             kernels::PackedGemmTileAdd add;
             add.row_scale = scale.data();
             add.ldb = ldb;
-            tiles.tile(rows, cols, k, a.data(), k, strided.data(), width, got.data(), ldc, accumulate, &add);
+            tiles.scaled_tile(rows, cols, k, a.data(), k, strided.data(), width, got.data(), ldc, accumulate, &add);
             std::vector<uint16_t> half(static_cast<size_t>(rows * ldc), 0x7e00);
             std::vector<float> untouched(c0.begin(), c0.end());
             add.half_c = half.data();
             add.ldhalf = ldc;
-            if (!accumulate) tiles.tile(rows, cols, k, a.data(), k, strided.data(), width, untouched.data(), ldc, false, &add);
+            if (!accumulate)
+              tiles.scaled_tile(rows, cols, k, a.data(), k, strided.data(), width, untouched.data(), ldc, false, &add);
             const std::string where = "rows " + std::to_string(rows) + " width " + std::to_string(width) + " cols " +
                                       std::to_string(cols) + (accumulate ? " accumulating" : "");
             for (int64_t r = 0; r < rows; ++r)

@@ -329,8 +329,8 @@ class AttentionKernel final : public Kernel {
           add.ldb = layout_.row_stride[2];
         }
         // float16: C is not touched (not accumulating, Y goes to half_c)
-        tiles_.tile(tr, cols, s_.kv_len, scores + r * kv_ld_, kv_ld_, panel, width, half_ ? inv_sum : y + r * ldy + c0,
-                    ldy, false, &add);
+        tiles_.scaled_tile(tr, cols, s_.kv_len, scores + r * kv_ld_, kv_ld_, panel, width,
+                           half_ ? inv_sum : y + r * ldy + c0, ldy, false, &add);
       }
     }
   }
