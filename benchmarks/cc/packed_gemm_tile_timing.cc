@@ -6,21 +6,25 @@
 // rows once its last K block is in, as packed_gemm.cc's finish_strip does (1), the bias and the
 // Gelu in the tile's registers before the store (2), or only the bias (3). Best (and median) of
 // 15 × 3 runs, GFLOP/s. For trying tile shapes, blockings and epilogues before touching the
-// library (a 6×4 build is the library's AVX-512 tile):
+// library (a 6×4 build is the library's AVX-512 tile); the Gelu pass (epi 1) is the library's
+// vmath::Gelu, so the bench links the runtime library:
 //
-//   g++ -std=c++17 -O3 -march=native -I. -DROWS=6 -DPV=4 benchmarks/cc/packed_gemm_tile_timing.cc -o tile_6x4
+//   g++ -std=c++17 -O3 -march=native -I. -DROWS=6 -DPV=4 benchmarks/cc/packed_gemm_tile_timing.cc \
+//       -L$BUILD/tf_popef_op/lib -Wl,-rpath,$BUILD/tf_popef_op/lib -ltfpopef_runtime -o tile_6x4
 //   ./tile_6x4 M K N [kc=512] [cb=256] [g=8] [order=0] [epi=0]
 #include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 #include <vector>
 #include <algorithm>
 #include <immintrin.h>
 #include "tf_popef_op/runtime/cc/base/half.h"
 #include "tf_popef_op/runtime/cc/kernels/support/packed_gemm_tiles.h"
+#include "tf_popef_op/runtime/cc/kernels/support/vector_math.h"
 namespace tfpopef { namespace kernels { namespace {
 using V = __m512;
 constexpr int64_t kLanes = 16;
@@ -32,6 +36,7 @@ inline void VStore(float* p, V v) { _mm512_storeu_ps(p, v); }
 inline V VBroadcast(const float* p) { return _mm512_set1_ps(*p); }
 inline V VFma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
 inline V VAdd(V a, V b) { return _mm512_add_ps(a, b); }
+inline V VMul(V a, V b) { return _mm512_mul_ps(a, b); }
 inline V VLoadHalf(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
 inline void VStoreHalf(uint16_t* p, V v) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
@@ -54,17 +59,9 @@ int main(int argc, char** argv) {
   for (auto& x : b) x = (rand() % 100) / 100.f;
   std::vector<float> bias(n);
   for (auto& x : bias) x = (rand() % 100) / 100.f - 2.0f;
-  // the Gelu over rows of C (vmath::Gelu's AVX-512 loop)
+  // the Gelu over rows of C, as packed_gemm.cc's finish_strip applies it
   auto gelu_rows = [&](float* c0, int64_t nr, int64_t cols) {
-    for (int64_t r = 0; r < nr; ++r) {
-      float* y = c0 + r * n;
-      int64_t i = 0;
-      for (; i + 16 <= cols; i += 16) _mm512_storeu_ps(y + i, Gelu16(_mm512_loadu_ps(y + i)));
-      if (i < cols) {
-        const __mmask16 mask = static_cast<__mmask16>((1u << (cols - i)) - 1u);
-        _mm512_mask_storeu_ps(y + i, mask, Gelu16(_mm512_maskz_loadu_ps(mask, y + i)));
-      }
-    }
+    for (int64_t r = 0; r < nr; ++r) vmath::Gelu(c0 + r * n, c0 + r * n, cols);
   };
   int64_t strips = (m + rows - 1) / rows, blocks = (n + colblk - 1) / colblk;
   PackedGemmTileAdd add;

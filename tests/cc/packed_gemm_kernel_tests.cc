@@ -417,6 +417,66 @@ KERNEL_TEST(PackedGemm_Errors_BadSetting) {
       .ExpectError(kInvalid, "TF_POPEF_GEMM=\"fastest\": expected one of auto, packed, blas");
 }
 
+// The scaled tiles' row scale (PackedGemmTileAdd::row_scale) and B read in place with its own row
+// stride (ldb), as attention's P·V uses them: on every SIMD path, every tile height and panel width, full
+// and partial panels, with and without accumulating, C is bit for bit the plain tile's C on the
+// packed copy of B times the row's scale, and float16 C (half_c) that value rounded once.
+KERNEL_TEST(PackedGemm_TileRowScaleAndStridedB_EverySimdPath_BitIdenticalToScaledPlainTile) {
+  ForEachSimdPath([&] {
+    const PackedGemmTileFns& tiles = kernels::PackedGemmTiles();
+    uint32_t seed = 57000;
+    const int64_t k = 37;
+    const auto floats = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
+    for (int64_t rows = 1; rows <= tiles.rows; ++rows)
+      for (int64_t width = tiles.lanes; width <= tiles.panel_width; width += tiles.lanes)
+        for (int64_t cols : {width, width - 3})
+          for (bool accumulate : {false, true}) {
+            if (cols < 1) continue;
+            seed += 4;
+            const int64_t ldb = width + 13, ldc = width + 5;
+            const auto a = floats(AsFloat32(RandomValues(rows * k, -2, 2, seed)));
+            const auto strided = floats(AsFloat32(RandomValues(k * ldb, -1, 1, seed + 1)));
+            const auto scale = floats(AsFloat32(RandomValues(rows, 0.01, 1, seed + 2)));
+            const auto c0 = floats(AsFloat32(RandomValues(rows * ldc, -3, 3, seed + 3)));
+            std::vector<float> packed(static_cast<size_t>(k * width));
+            for (int64_t p = 0; p < k; ++p)
+              for (int64_t j = 0; j < width; ++j) packed[p * width + j] = strided[p * ldb + j];
+            std::vector<float> want(c0.begin(), c0.end()), got(c0.begin(), c0.end());
+            tiles.tile(rows, cols, k, a.data(), k, packed.data(), width, want.data(), ldc, accumulate, nullptr);
+            for (int64_t r = 0; r < rows; ++r)
+              for (int64_t j = 0; j < cols; ++j) want[r * ldc + j] *= scale[r];
+            kernels::PackedGemmTileAdd add;
+            add.row_scale = scale.data();
+            add.ldb = ldb;
+            tiles.scaled_tile(rows, cols, k, a.data(), k, strided.data(), width, got.data(), ldc, accumulate, &add);
+            std::vector<uint16_t> half(static_cast<size_t>(rows * ldc), 0x7e00);
+            std::vector<float> untouched(c0.begin(), c0.end());
+            add.half_c = half.data();
+            add.ldhalf = ldc;
+            if (!accumulate)
+              tiles.scaled_tile(rows, cols, k, a.data(), k, strided.data(), width, untouched.data(), ldc, false, &add);
+            const std::string where = "rows " + std::to_string(rows) + " width " + std::to_string(width) + " cols " +
+                                      std::to_string(cols) + (accumulate ? " accumulating" : "");
+            for (int64_t r = 0; r < rows; ++r)
+              for (int64_t j = 0; j < ldc; ++j) {
+                const size_t i = static_cast<size_t>(r * ldc + j);
+                if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) {
+                  Fail(where + ": C[" + std::to_string(r) + ", " + std::to_string(j) + "] = " + std::to_string(got[i]) +
+                       ", the plain tile's times the row scale " + std::to_string(want[i]));
+                  return;
+                }
+                if (accumulate) continue;
+                const uint16_t want_half = j < cols ? FloatToHalf(want[i]) : uint16_t{0x7e00};
+                if (half[i] != want_half || std::memcmp(&untouched[i], &c0[i], sizeof(float)) != 0) {
+                  Fail(where + ": float16 C[" + std::to_string(r) + ", " + std::to_string(j) + "] = " +
+                       std::to_string(half[i]) + ", want " + std::to_string(want_half) + " (and float32 C untouched)");
+                  return;
+                }
+              }
+          }
+  });
+}
+
 }  // namespace
 }  // namespace test
 }  // namespace tfpopef

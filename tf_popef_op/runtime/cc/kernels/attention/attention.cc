@@ -12,10 +12,11 @@
 // the packed-GEMM panel layout (support/packed_gemm_tiles.h) once, in its scratch (L2-sized:
 // 2·S·d floats); a block's scores [rows, Sk] stay in scratch (L1/L2), the softmax runs on them
 // with vector_math's Max/ExpShiftedSum, and P·V goes through the same register tiles straight
-// into Y, the 1/Σ normalization applied to the dv outputs of a row instead of its Sk
-// probabilities. float16 Q/K/V/Y are widened while packing and Y is narrowed once per row (on
-// the AVX2 and AVX-512 paths K is widened in registers within the pack's transposes, and Y's 1/Σ
-// and narrowing are one pass), so everything in between is float32.
+// into Y, the 1/Σ normalization applied in the tiles' store to the dv outputs of a row instead of
+// its Sk probabilities. float32 V whose head slice is whole vectors is read in place (the tiles
+// take its row stride) rather than packed. float16 Q/K/V are widened while packing (on the AVX2
+// and AVX-512 paths K in registers within the pack's transposes) and Y is narrowed in the tiles'
+// store, so everything in between is float32.
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -70,17 +71,6 @@ void PackFourHalfKeys(const uint16_t* k0, int64_t ldk, int64_t d, float scale, f
     for (int64_t i = 0; i < 4; ++i) panel[p * width + i] = scale * HalfToFloat(k0[i * ldk + p]);
 }
 
-// y = x · s rounded to float16 (nearest even) in the store: an output row's 1/Σ and its
-// narrowing in one pass.
-void ScaleToHalf(const float* x, float s, uint16_t* y, int64_t n) {
-  const __m256 v = _mm256_set1_ps(s);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i),
-                     _mm256_cvtps_ph(_mm256_mul_ps(_mm256_loadu_ps(x + i), v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-  for (; i < n; ++i) y[i] = FloatToHalf(x[i] * s);
-}
-
 }  // namespace
 TFPOPEF_TARGET_END()
 #endif
@@ -117,8 +107,9 @@ class AttentionKernel final : public Kernel {
         items_(s.batch * s.heads * blocks_per_head_),
         kv_ld_(RoundUp(s.kv_len, tiles_.lanes)),
         v_ld_(RoundUp(s.value_size, tiles_.lanes)),
-        chunk_floats_(s.head_size * kv_ld_ + s.kv_len * v_ld_ + row_block_ * kv_ld_ + row_block_ +
-                      (half ? row_block_ * (s.head_size + s.value_size) : 0)),
+        v_in_place_(!half && s.value_size % tiles_.lanes == 0),
+        chunk_floats_(s.head_size * kv_ld_ + (v_in_place_ ? 0 : s.kv_len * v_ld_) + row_block_ * kv_ld_ + row_block_ +
+                      (half ? row_block_ * s.head_size : 0)),
         chunks_(ThreadPool::Global().NumChunks(items_, 1)) {}
 
   size_t scratch_bytes() const override {
@@ -135,19 +126,19 @@ class AttentionKernel final : public Kernel {
     const auto one = [](int64_t, int64_t) { return int64_t{1}; };
     ParallelForChunks(homes, 1, [&](int64_t chunk, int64_t, int64_t) {
       float* kt = static_cast<float*>(ctx.scratch) + RoundUp(chunk_floats_, 16) * chunk;
-      float* v = kt + s_.head_size * kv_ld_;
-      float* scores = v + s_.kv_len * v_ld_;
+      float* v = kt + s_.head_size * kv_ld_;  // unused where V is read in place
+      float* scores = v + (v_in_place_ ? 0 : s_.kv_len * v_ld_);
       float* inv_sum = scores + row_block_ * kv_ld_;
-      float* q_rows = inv_sum + row_block_;                // float16 only
-      float* y_rows = q_rows + row_block_ * s_.head_size;  // float16 only
+      float* q_rows = inv_sum + row_block_;  // float16 only
       int64_t packed = -1;
       auto run = [&](int64_t item) {
-        const int64_t bh = item / blocks_per_head_;
+        const int64_t bh = item / blocks_per_head_, block = item % blocks_per_head_;
         if (bh != packed) {
           PackKeysAndValues(ctx, bh, kt, v);
           packed = bh;
         }
-        RowBlock(ctx, bh, item % blocks_per_head_, kt, v, scores, inv_sum, q_rows, y_rows);
+        PrefetchNext(ctx, bh, block);
+        RowBlock(ctx, bh, block, kt, v, scores, inv_sum, q_rows);
       };
       ranges.RunHome(chunk, one, one, [&](int64_t item, int64_t) { run(item); });
     });
@@ -162,6 +153,40 @@ class AttentionKernel final : public Kernel {
   // Y [B, Sq, H·dv].
   int64_t OutOffset(int64_t b, int64_t s, int64_t h) const {
     return ((b * s_.q_len + s) * s_.heads + h) * s_.value_size;
+  }
+
+  // Rows [r0, r1) of operand op's head h of batch b (`width` elements each) towards the cache:
+  // into L1 (locality 3) or L2 (2).
+  template <int kLocality>
+  void PrefetchRows(const KernelContext& ctx, int op, int64_t b, int64_t len, int64_t r0, int64_t r1, int64_t h,
+                    int64_t width) const {
+    const char* base = static_cast<const char*>(ctx.inputs[layout_.input[op]]);
+    const int64_t bytes = width * (half_ ? 2 : 4);
+    for (int64_t r = r0; r < r1; ++r) {
+      const char* row = base + Offset(op, b, len, r, h, width) * (half_ ? 2 : 4);
+      for (int64_t x = 0; x < bytes; x += 64) __builtin_prefetch(row + x, 0, kLocality);
+      __builtin_prefetch(row + bytes - 1, 0, kLocality);
+    }
+  }
+
+  // While block `block` of head bh runs: the next block's query rows into L1, and a
+  // 1/blocks_per_head share of the next head's keys and values into L2 for its packs. Q, K and V
+  // are the projections' outputs, larger than L2 at batch 8 (3 MiB for BERT), and the packs'
+  // strided rows (a head's slice of each token row) otherwise wait on L3 line by line.
+  void PrefetchNext(const KernelContext& ctx, int64_t bh, int64_t block) const {
+    const int64_t next_block = block + 1 < blocks_per_head_ ? block + 1 : 0;
+    const int64_t next_bh = block + 1 < blocks_per_head_ ? bh : bh + 1;
+    if (next_bh < s_.batch * s_.heads) {
+      const int64_t r0 = next_block * row_block_, r1 = std::min(r0 + row_block_, s_.q_len);
+      PrefetchRows<3>(ctx, 0, next_bh / s_.heads, s_.q_len, r0, r1, next_bh % s_.heads, s_.head_size);
+    }
+    if (bh + 1 < s_.batch * s_.heads) {
+      const int64_t share = (s_.kv_len + blocks_per_head_ - 1) / blocks_per_head_;
+      const int64_t j0 = std::min(block * share, s_.kv_len), j1 = std::min(j0 + share, s_.kv_len);
+      const int64_t b = (bh + 1) / s_.heads, h = (bh + 1) % s_.heads;
+      PrefetchRows<2>(ctx, 1, b, s_.kv_len, j0, j1, h, s_.head_size);
+      PrefetchRows<2>(ctx, 2, b, s_.kv_len, j0, j1, h, s_.value_size);
+    }
   }
 
   // `width` elements of input `i` from `offset` as float32: in place, or widened into `buf`.
@@ -234,6 +259,7 @@ class AttentionKernel final : public Kernel {
       const int64_t c0 = j / pw * pw, width = std::min(pw, kv_ld_ - c0);
       for (int64_t p = 0; p < d; ++p) kt[d * c0 + p * width + (j - c0)] = 0.0f;
     }
+    if (v_in_place_) return;
     for (int64_t j = 0; j < s_.kv_len; ++j) {
       for (int64_t c0 = 0; c0 < v_ld_; c0 += pw) {
         const int64_t width = std::min(pw, v_ld_ - c0), cols = std::min(width, dv - c0);
@@ -249,7 +275,7 @@ class AttentionKernel final : public Kernel {
   }
 
   void RowBlock(const KernelContext& ctx, int64_t bh, int64_t block, const float* kt, const float* v, float* scores,
-                float* inv_sum, float* q_rows, float* y_rows) const {
+                float* inv_sum, float* q_rows) const {
     const int64_t b = bh / s_.heads, h = bh % s_.heads, d = s_.head_size, dv = s_.value_size;
     const int64_t r0 = block * row_block_, rows = std::min(row_block_, s_.q_len - r0);
     const int64_t pw = tiles_.panel_width;
@@ -280,42 +306,43 @@ class AttentionKernel final : public Kernel {
       const float max = vmath::Max(row, s_.kv_len);
       inv_sum[r] = 1.0f / vmath::ExpShiftedSum(row, row, s_.kv_len, max);
     }
-    // Y = P·V / Σ
-    float* y;
-    int64_t ldy;
-    if (half_) {
-      y = y_rows;
-      ldy = dv;
-    } else {
-      y = static_cast<float*>(ctx.outputs[0]) + OutOffset(b, r0, h);
-      ldy = s_.heads * dv;
-    }
+    // Y = P·V / Σ, the 1/Σ (and float16 Y's narrowing) in the tiles' store
+    const int64_t ldy = s_.heads * dv;
+    float* y = half_ ? nullptr : static_cast<float*>(ctx.outputs[0]) + OutOffset(b, r0, h);
+    uint16_t* y_half = half_ ? static_cast<uint16_t*>(ctx.outputs[0]) + OutOffset(b, r0, h) : nullptr;
+    const float* v_in = v_in_place_ ? static_cast<const float*>(ctx.inputs[layout_.input[2]]) +
+                                          Offset(2, b, s_.kv_len, 0, h, dv)
+                                    : nullptr;
     for (int64_t r = 0; r < rows; r += tiles_.rows) {
       const int64_t tr = std::min(tiles_.rows, rows - r);
       for (int64_t c0 = 0; c0 < dv; c0 += pw) {
         const int64_t width = std::min(pw, v_ld_ - c0), cols = std::min(width, dv - c0);
-        tiles_.tile(tr, cols, s_.kv_len, scores + r * kv_ld_, kv_ld_, v + s_.kv_len * c0, width, y + r * ldy + c0, ldy,
-                    false, nullptr);
+        PackedGemmTileAdd add;
+        add.row_scale = inv_sum + r;
+        if (half_) {
+          add.half_c = y_half + r * ldy + c0;
+          add.ldhalf = ldy;
+        }
+        const float* panel = v + s_.kv_len * c0;
+        if (v_in_place_) {
+          panel = v_in + c0;
+          add.ldb = layout_.row_stride[2];
+        }
+        // float16: C is not touched (not accumulating, Y goes to half_c)
+        tiles_.scaled_tile(tr, cols, s_.kv_len, scores + r * kv_ld_, kv_ld_, panel, width,
+                           half_ ? inv_sum : y + r * ldy + c0, ldy, false, &add);
       }
-    }
-    for (int64_t r = 0; r < rows; ++r) {
-      float* out = y + r * ldy;
-      if (f16c_) {
-        ScaleToHalf(out, inv_sum[r], static_cast<uint16_t*>(ctx.outputs[0]) + OutOffset(b, r0 + r, h), dv);
-        continue;
-      }
-      for (int64_t j = 0; j < dv; ++j) out[j] *= inv_sum[r];
-      if (half_)
-        NarrowFloatToHalf(out, static_cast<uint16_t*>(ctx.outputs[0]) + OutOffset(b, r0 + r, h), dv);
     }
   }
 
   const AttentionShape s_;
   const OperandLayout layout_;
   const float scale_;
-  const bool half_, f16c_;  // f16c_: float16 converted in registers (PackFourHalfKeys, ScaleToHalf)
+  const bool half_, f16c_;  // f16c_: float16 keys widened in registers (PackFourHalfKeys)
   const PackedGemmTileFns& tiles_;
-  const int64_t row_block_, blocks_per_head_, items_, kv_ld_, v_ld_, chunk_floats_, chunks_;
+  const int64_t row_block_, blocks_per_head_, items_, kv_ld_, v_ld_;
+  const bool v_in_place_;  // float32 V read by the P·V tiles in place (its head slice is whole vectors)
+  const int64_t chunk_floats_, chunks_;
 };
 
 std::string ShapeText(const std::vector<int64_t>& shape) {

@@ -31,6 +31,14 @@ struct PackedGemmTileAdd {
   // Only where PackedGemmTileFns::gelu: Gelu (erf form, vmath::Gelu's bits) of the result, in
   // registers before the store, instead of a pass over the stored rows.
   bool gelu = false;
+  // Only in scaled_tile: row r of the product (with C added if accumulating) times row_scale[r],
+  // before bias and sum (null: none): attention's 1/Σ per output row, in the store instead of a
+  // pass over the rows.
+  const float* row_scale = nullptr;
+  // Only in scaled_tile: B's row stride where B is read in place instead of packed (0: the
+  // panel's width): rows of b[p·ldb + j], j < width, all readable (attention's V, whose head
+  // slice is whole panels).
+  int64_t ldb = 0;
 };
 
 struct PackedGemmTileFns {
@@ -42,9 +50,14 @@ struct PackedGemmTileFns {
   // r < rows (1..this->rows), j < cols; width is the panel's stored width (a multiple of lanes,
   // at most panel_width) and cols <= width the columns of it that exist (the rest is padding).
   // add (or null): bias and sum added to that, C[r·ldc + j] + bias[j] + sum[r·ldsum + j], stored
-  // to C or, with add->half_c, narrowed to float16 there; with add->gelu, the Gelu of that.
+  // to C or, with add->half_c, narrowed to float16 there; with add->gelu, the Gelu of that; with
+  // `tile` ignores add->row_scale and add->ldb; `scaled_tile` is the same tile that also applies
+  // them (the product, and C, scaled per row first; B's rows add->ldb apart), compiled apart so
+  // the packed GEMM's K loop and store stay as they were.
   void (*tile)(int64_t rows, int64_t cols, int64_t k, const float* a, int64_t lda, const float* b, int64_t width,
                float* c, int64_t ldc, bool accumulate, const PackedGemmTileAdd* add);
+  void (*scaled_tile)(int64_t rows, int64_t cols, int64_t k, const float* a, int64_t lda, const float* b,
+                      int64_t width, float* c, int64_t ldc, bool accumulate, const PackedGemmTileAdd* add);
 };
 
 // The build for this host's SIMD path (vector_math.h's ActivePath, TF_POPEF_SIMD).

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include "tf_popef_op/runtime/cc/base/half.h"
@@ -31,6 +32,7 @@ inline void VStore(float* p, V v) { _mm256_storeu_ps(p, v); }
 inline V VBroadcast(const float* p) { return _mm256_broadcast_ss(p); }
 inline V VFma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
 inline V VAdd(V a, V b) { return _mm256_add_ps(a, b); }
+inline V VMul(V a, V b) { return _mm256_mul_ps(a, b); }
 inline V VLoadHalf(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 inline void VStoreHalf(uint16_t* p, V v) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));

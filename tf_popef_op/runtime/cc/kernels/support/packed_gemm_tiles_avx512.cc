@@ -6,6 +6,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include "tf_popef_op/runtime/cc/base/half.h"
@@ -31,6 +32,7 @@ inline void VStore(float* p, V v) { _mm512_storeu_ps(p, v); }
 inline V VBroadcast(const float* p) { return _mm512_set1_ps(*p); }
 inline V VFma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
 inline V VAdd(V a, V b) { return _mm512_add_ps(a, b); }
+inline V VMul(V a, V b) { return _mm512_mul_ps(a, b); }
 inline V VLoadHalf(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
 inline void VStoreHalf(uint16_t* p, V v) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));

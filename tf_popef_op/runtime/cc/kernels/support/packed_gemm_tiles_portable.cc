@@ -4,6 +4,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include "tf_popef_op/runtime/cc/base/half.h"
@@ -35,6 +36,7 @@ inline void VStore(float* p, V v) { __builtin_memcpy(p, &v, sizeof(v)); }
 inline V VBroadcast(const float* p) { return V{} + *p; }
 inline V VFma(V a, V b, V c) { return a * b + c; }
 inline V VAdd(V a, V b) { return a + b; }
+inline V VMul(V a, V b) { return a * b; }
 inline V VLoadHalf(const uint16_t* p) {
   V v;
   for (int i = 0; i < kLanes; ++i) v[i] = HalfToFloat(p[i]);
