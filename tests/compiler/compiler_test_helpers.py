@@ -73,6 +73,15 @@ def op_types(model: onnx.ModelProto) -> List[str]:
     return [n.op_type for n in model.graph.node]
 
 
+def conv_named(model: onnx.ModelProto, name: str) -> onnx.NodeProto:
+    [node] = [n for n in model.graph.node if n.op_type == "NchwcConv" and n.name == name]
+    return node
+
+
+def strides(node: onnx.NodeProto) -> List[int]:
+    return [list(a.ints) for a in node.attribute if a.name == "strides"][0]
+
+
 def assert_same_outputs(before: onnx.ModelProto, after: onnx.ModelProto, feeds, rtol=1e-6, atol=1e-6,
                         after_feeds=None):
     expected = reference_run(before, feeds)

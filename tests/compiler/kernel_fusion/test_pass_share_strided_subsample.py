@@ -12,7 +12,7 @@ from onnx import helper
 from compiler.kernel_fusion import KERNEL_FUSION_PIPELINE, run_kernel_fusions
 from compiler.onnx_graph.tensor_types import write_type
 from compiler.onnx_graph.type_inference import infer_types
-from compiler_test_helpers import check_fused_against_onnxruntime, F16, F32, make_model
+from compiler_test_helpers import check_fused_against_onnxruntime, conv_named, F16, F32, make_model, strides
 
 
 def projection_block(n=2, hw=14, dtype=F32, k_a=1, one_reader=False):
@@ -53,15 +53,6 @@ def fused(model):
 
 def subsample_steps(model):
     return [n for n in model.graph.node if n.op_type == "NchwcMaxPool"]
-
-
-def conv_named(model, name):
-    [node] = [n for n in model.graph.node if n.op_type == "NchwcConv" and n.name == name]
-    return node
-
-
-def strides(node):
-    return [list(a.ints) for a in node.attribute if a.name == "strides"][0]
 
 
 def test_both_strided_convs_read_one_subsample_as_stride_1():
