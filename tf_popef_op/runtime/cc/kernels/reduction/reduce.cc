@@ -25,6 +25,7 @@
 #include "tf_popef_op/runtime/cc/kernels/reduction/blocked_runs.h"
 #include "tf_popef_op/runtime/cc/kernels/support/broadcast.h"
 #include "tf_popef_op/runtime/cc/kernels/support/fp16_adapter.h"
+#include "tf_popef_op/runtime/cc/kernels/support/fp16_convert.h"
 #include "tf_popef_op/runtime/cc/kernels/support/fp16_pieces.h"
 #include "tf_popef_op/runtime/cc/kernels/support/thread_pool.h"
 
@@ -198,9 +199,18 @@ class ReduceKernel final : public Kernel {
 
   void Finish(T* y, const Acc* acc, int64_t out_begin, int64_t out_end) const {
     const Op op;
-    for (int64_t o = out_begin; o < out_end; ++o) {
-      if constexpr (kHalf) y[o] = FloatToHalf(op.finish(acc[o], count_));
-      else y[o] = op.finish(acc[o], count_);
+    if constexpr (kHalf) {
+      // Finished in float32 a piece at a time, then narrowed in bulk (F16C where the CPU has it,
+      // the same bits as FloatToHalf): a 7x7 squeeze mean sums only 49 values per output, so
+      // a scalar conversion per output is a visible part of its step.
+      alignas(64) float piece[kHalfPiece];
+      for (int64_t o = out_begin; o < out_end; o += kHalfPiece) {
+        const int64_t m = std::min(kHalfPiece, out_end - o);
+        for (int64_t i = 0; i < m; ++i) piece[i] = op.finish(acc[o + i], count_);
+        NarrowFloatToHalf(piece, y + o, m);
+      }
+    } else {
+      for (int64_t o = out_begin; o < out_end; ++o) y[o] = op.finish(acc[o], count_);
     }
   }
 
