@@ -180,6 +180,11 @@ KERNEL_TEST(Float16_Reduce_EveryWalk_BitIdenticalToFloat32RoundedOnce) {
     cases.push_back({op, {{"axes", {2, 3}}}, {{2, 3, 37, 29, 8}}, {2, 3, 1, 1, 8}});
     cases.push_back({op, {{"axes", {0}}}, {{5, 3, 700}}, {1, 3, 700}});          // strided into many outputs
     cases.push_back({op, {{"axes", {1}}}, {{64, 50, 40}}, {64, 1, 40}});         // over the pool
+    // EfficientNetB0's 7x7 squeeze mean: 1152 outputs narrowed in pieces of 512 and a tail, per
+    // chunk of the pool; results past float16's range and in its subnormal range
+    cases.push_back({op, {{"axes", {2, 3}}}, {{1, 144, 7, 7, 8}}, {1, 144, 1, 1, 8}});
+    cases.push_back({op, {{"axes", {2, 3}}}, {{1, 144, 7, 7, 8}}, {1, 144, 1, 1, 8}, 1000, 60000});
+    cases.push_back({op, {{"axes", {2, 3}}}, {{1, 144, 7, 7, 8}}, {1, 144, 1, 1, 8}, -2e-4, 2e-4});
   }
   ExpectAll(cases, 36000);
 }
