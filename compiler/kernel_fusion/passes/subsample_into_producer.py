@@ -116,35 +116,45 @@ def _subsample_strides(node: onnx.NodeProto):
             or any(int(p) for p in attrs.get("pads", [0, 0, 0, 0])) or int(attrs.get("zero_pads", 0))
             or int(attrs.get("ceil_mode", 0))):
         return None
-    strides = [int(s) for s in attrs.get("strides", [1, 1])]
-    return tuple(strides) if len(strides) == 2 and strides != [1, 1] else None
+    return _non_unit_strides(attrs)
 
 
 def _strided_pointwise(node: onnx.NodeProto):
-    """The strides of a group-1 1x1 NchwcConv with strides not all 1, dilations 1, no pads and no
-    input scale, else None."""
-    if node.op_type != "NchwcConv" or node.domain != DOMAIN or len(node.input) > _SUM_INPUT + 1:
+    """The strides of a plain 1x1 unpadded NchwcConv (_plain_conv_attrs) with strides not all 1,
+    else None."""
+    attrs = _plain_conv_attrs(node)
+    if attrs is None or not _pointwise_unpadded(attrs):
         return None
-    attrs = _attrs(node)
-    if (not set(attrs) <= _CONV_ATTRS or list(attrs.get("kernel_shape", [])) != [1, 1]
-            or list(attrs.get("dilations", [1, 1])) != [1, 1] or any(int(p) for p in attrs.get("pads", [0, 0, 0, 0]))
-            or int(attrs.get("group", 1)) != 1):
-        return None
-    strides = [int(s) for s in attrs.get("strides", [1, 1])]
-    return tuple(strides) if len(strides) == 2 and strides != [1, 1] else None
+    return _non_unit_strides(attrs)
 
 
 def _stride_1(node: onnx.NodeProto, any_window: bool) -> bool:
-    """A group-1 NchwcConv with strides and dilations 1 and no input scale: 1x1 and unpadded
-    unless any_window."""
+    """A plain NchwcConv (_plain_conv_attrs) with strides 1: 1x1 and unpadded unless any_window."""
+    attrs = _plain_conv_attrs(node)
+    if attrs is None or list(attrs.get("strides", [1, 1])) != [1, 1]:
+        return False
+    return any_window or _pointwise_unpadded(attrs)
+
+
+def _plain_conv_attrs(node: onnx.NodeProto):
+    """The attributes of a group-1 NchwcConv with dilations 1, no input scale and no attributes
+    beyond the window's and the epilogue's, else None."""
     if node.op_type != "NchwcConv" or node.domain != DOMAIN or len(node.input) > _SUM_INPUT + 1:
-        return False
+        return None
     attrs = _attrs(node)
-    if (not set(attrs) <= _CONV_ATTRS or list(attrs.get("strides", [1, 1])) != [1, 1]
-            or list(attrs.get("dilations", [1, 1])) != [1, 1] or int(attrs.get("group", 1)) != 1):
-        return False
-    return any_window or (list(attrs.get("kernel_shape", [])) == [1, 1]
-                          and not any(int(p) for p in attrs.get("pads", [0, 0, 0, 0])))
+    if (not set(attrs) <= _CONV_ATTRS or list(attrs.get("dilations", [1, 1])) != [1, 1]
+            or int(attrs.get("group", 1)) != 1):
+        return None
+    return attrs
+
+
+def _pointwise_unpadded(attrs: dict) -> bool:
+    return list(attrs.get("kernel_shape", [])) == [1, 1] and not any(int(p) for p in attrs.get("pads", [0, 0, 0, 0]))
+
+
+def _non_unit_strides(attrs: dict):
+    strides = [int(s) for s in attrs.get("strides", [1, 1])]
+    return tuple(strides) if len(strides) == 2 and strides != [1, 1] else None
 
 
 def _set_ints(node: onnx.NodeProto, name: str, values) -> None:
